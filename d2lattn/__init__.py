@@ -1,0 +1,27 @@
+"""d2lattn: the Apache MXNet code of the attention course.
+
+Importing the package makes mxnet 1.9.1 work on today's numpy (see :mod:`d2lattn._compat`),
+switches mxnet to its numpy interface (``npx.set_np()``) and exports the public API.
+"""
+from . import _compat
+
+_compat.apply()
+try:
+    import mxnet  # noqa: F401
+except ImportError as err:  # pragma: no cover - exercised by tests/test_compat.py in a subprocess
+    raise ImportError(
+        "d2lattn needs Apache MXNet 1.9.1. On a CPU: pip install 'd2lattn[cpu]' "
+        "(or pip install mxnet==1.9.1). On Colab with a GPU: run the first cell of any "
+        "chapter. Original error: " + str(err)) from err
+
+from mxnet import npx
+
+npx.set_np()
+
+from .device import cpu, gpu, num_gpus, try_all_gpus, try_gpu  # noqa: E402
+from .plot import Animator, plot, show_heatmaps  # noqa: E402
+from .pooling import (NWKernelRegression, boxcar, constant, epanechnikov,  # noqa: E402
+                      gaussian, leave_one_out, nadaraya_watson, train_nw)
+from .train import Accumulator, Timer, set_seed  # noqa: E402
+
+__version__ = "0.1.0"

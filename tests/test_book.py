@@ -1,0 +1,70 @@
+"""The book: every chapter is in the table of contents, stored executed, installs itself on
+Colab from the repository named in _config.yml, and the book builds with no Sphinx warning."""
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import nbformat
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+CONFIG = yaml.safe_load((ROOT / "_config.yml").read_text())
+REPO_URL = CONFIG["repository"]["url"]
+CHAPTERS = sorted((ROOT / "book").glob("*.ipynb"))
+
+
+def toc_files():
+    toc = yaml.safe_load((ROOT / "_toc.yml").read_text())
+    files = [toc["root"]]
+    for part in toc["parts"]:
+        files += [chapter["file"] for chapter in part["chapters"]]
+    return files
+
+
+def test_every_chapter_is_in_the_toc():
+    assert CHAPTERS, "no chapter notebooks in book/"
+    listed = set(toc_files())
+    for path in CHAPTERS:
+        assert str(path.relative_to(ROOT).with_suffix("")) in listed, path.name
+
+
+@pytest.mark.parametrize("path", CHAPTERS, ids=lambda p: p.name)
+def test_chapter_is_stored_executed_without_errors(path):
+    nb = nbformat.read(path, as_version=4)
+    code = [cell for cell in nb.cells if cell.cell_type == "code"]
+    counts = [cell.execution_count for cell in code]
+    assert counts == list(range(1, len(code) + 1)), "not executed top to bottom in one run"
+    errors = [out for cell in code for out in cell.outputs if out.output_type == "error"]
+    assert not errors, errors[0].get("ename")
+
+
+@pytest.mark.parametrize("path", CHAPTERS, ids=lambda p: p.name)
+def test_first_code_cell_installs_from_the_configured_repository_on_colab_only(path):
+    nb = nbformat.read(path, as_version=4)
+    first = next(cell for cell in nb.cells if cell.cell_type == "code").source
+    assert 'if "google.colab" in sys.modules:' in first
+    urls = re.findall(r"git\+(https://\S+?)[\"@\s]", first)
+    assert urls == [REPO_URL], f"install cell points at {urls}, _config.yml at {REPO_URL}"
+
+
+def test_book_builds_without_warnings(tmp_path):
+    result = subprocess.run(
+        [str(Path(sys.executable).parent / "jupyter-book"), "build", str(ROOT), "--path-output", str(tmp_path),
+         "-W", "-n", "--keep-going"],
+        capture_output=True, text=True, timeout=600)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    html = tmp_path / "_build" / "html"
+    for path in CHAPTERS:
+        page = (html / "book" / path.name).with_suffix(".html").read_text()
+        assert page.count("<img") >= 1, f"{path.name}: no figure"
+        assert 'class="math' in page, f"{path.name}: no formula"
+        colab = f"https://colab.research.google.com/github/{REPO_URL.split('github.com/')[1]}" \
+                f"/blob/{CONFIG['repository']['branch']}/book/{path.name}"
+        assert colab in page, f"{path.name}: no Colab launch button for {colab}"
+        for image in re.findall(r'<img[^>]+src="([^"]+)"', page):
+            assert (html / "book" / image).resolve().exists(), f"{path.name}: missing {image}"
+    references = (html / "book" / "references.html").read_text()
+    for author in ["Nadaraya", "Watson", "Bahdanau", "Vaswani", "Devlin", "Papineni"]:
+        assert author in references
