@@ -19,7 +19,7 @@ from mxnet import npx
 npx.set_np()
 
 from .device import cpu, gpu, num_gpus, try_all_gpus, try_gpu  # noqa: E402
-from .plot import Animator, plot, show_heatmaps  # noqa: E402
+from .plotting import Animator, plot, show_heatmaps  # noqa: E402
 from .pooling import (NWKernelRegression, boxcar, constant, epanechnikov,  # noqa: E402
                       gaussian, leave_one_out, nadaraya_watson, train_nw)
 from .train import Accumulator, Timer, set_seed  # noqa: E402

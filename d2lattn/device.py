@@ -1,6 +1,8 @@
 """Devices: where arrays and parameters live (d2l's helpers, never returning an empty list)."""
 from mxnet import npx
 
+from ._checks import check_int
+
 
 def cpu():
     """The CPU context."""
@@ -9,7 +11,7 @@ def cpu():
 
 def gpu(i=0):
     """The context of GPU ``i`` (it need not exist; see :func:`try_gpu`)."""
-    return npx.gpu(_check_index(i))
+    return npx.gpu(check_int("GPU index i", i))
 
 
 def num_gpus():
@@ -19,15 +21,10 @@ def num_gpus():
 
 def try_gpu(i=0):
     """GPU ``i`` if it exists, else the CPU."""
-    return gpu(i) if num_gpus() > _check_index(i) else cpu()
+    return gpu(i) if num_gpus() > check_int("GPU index i", i) else cpu()
 
 
 def try_all_gpus():
     """Every GPU, or ``[cpu()]`` when there is none: never an empty list."""
     return [gpu(i) for i in range(num_gpus())] or [cpu()]
 
-
-def _check_index(i):
-    if isinstance(i, bool) or not isinstance(i, int) or i < 0:
-        raise ValueError(f"GPU index must be a non-negative int, got {i!r}")
-    return i

@@ -5,7 +5,10 @@ alpha(x, x_i) = K((x - x_i) / h) / sum_j K((x - x_j) / h). Writing the score as
 a = log K turns the weights into a softmax over scores: attention pooling.
 """
 import mxnet as mx
+import numpy as onp
 from mxnet import autograd, gluon, np, npx
+
+from ._checks import check_int, check_positive
 
 
 def gaussian(u):
@@ -38,7 +41,10 @@ def kernel_scores(kernel, u):
 
 
 def softmax_rows(scores):
-    """Softmax over the last axis that maps a row of -inf scores to a row of zeros."""
+    """Softmax over the last axis that maps a row of -inf scores to a row of zeros.
+
+    scores: any shape, finite or -inf (never +inf or NaN).
+    """
     top = scores.max(axis=-1, keepdims=True)
     top = np.where(np.isinf(top), np.zeros_like(top), top)
     expd = np.exp(scores - top)
@@ -50,45 +56,56 @@ def nadaraya_watson(x_train, y_train, x_query, kernel=gaussian, bandwidth=1.0):
     """Nadaraya-Watson regression: predict at ``x_query`` from (``x_train``, ``y_train``).
 
     x_train, y_train: (n,); x_query: (m,). Returns (predictions (m,), weights (m, n)),
-    each weight row summing to 1. A query with no training point inside a compact
-    kernel's support gets all-zero weights and the prediction 0 (the estimator is
-    undefined there), never NaN.
+    each weight row summing to 1, on the context of ``x_train``. A query with no training
+    point inside a compact kernel's support gets all-zero weights and the prediction 0
+    (the estimator is undefined there), never NaN. Scores are computed in float64, so
+    bandwidths down to about 1e-150 stay exact.
     """
-    x_train, y_train, x_query = (_as_vector(v, name) for v, name in
-                                 ((x_train, "x_train"), (y_train, "y_train"), (x_query, "x_query")))
+    x_train = _as_vector(x_train, "x_train")
+    y_train = _as_vector(y_train, "y_train", x_train.ctx)
+    x_query = _as_vector(x_query, "x_query", x_train.ctx)
     if x_train.shape != y_train.shape or x_train.shape[0] == 0:
         raise ValueError("x_train and y_train must be non-empty and of equal length, got "
                          f"shapes {x_train.shape} and {y_train.shape}")
     if not callable(kernel):
         raise TypeError(f"kernel must be a function of u, got {kernel!r}")
-    if not isinstance(bandwidth, (int, float)) or not 0 < bandwidth < float("inf"):
-        raise ValueError(f"bandwidth must be a positive finite number, got {bandwidth!r}")
-    u = (x_query.reshape(-1, 1) - x_train.reshape(1, -1)) / bandwidth
-    weights = softmax_rows(kernel_scores(kernel, u))
+    bandwidth = check_positive("bandwidth", bandwidth)
+    u = (x_query.reshape(-1, 1) - x_train.reshape(1, -1)).astype("float64") / bandwidth
+    weights = softmax_rows(kernel_scores(kernel, u)).astype(y_train.dtype)
     return np.dot(weights, y_train), weights
 
 
-def _as_vector(x, name):
-    x = x if isinstance(x, np.ndarray) else np.array(x, dtype="float32")
+def _as_vector(x, name, ctx=None):
+    """``x`` as a 1-D float mx.np array of finite numbers, on ``ctx`` if given."""
+    if not isinstance(x, np.ndarray):
+        x = np.array(x, dtype="float32", ctx=ctx)
+    elif ctx is not None and x.ctx != ctx:
+        raise ValueError(f"{name} is on {x.ctx} but x_train is on {ctx}")
     if x.ndim != 1:
         raise ValueError(f"{name} must be 1-D, got shape {x.shape}")
+    if x.dtype not in (onp.float16, onp.float32, onp.float64):
+        x = x.astype("float32")
+    if not bool(np.isfinite(x).all()):
+        raise ValueError(f"{name} must hold finite numbers only")
     return x
 
 
 def leave_one_out(x_train, y_train):
     """Keys and values for training: row i holds every training example except the i-th.
 
-    x_train, y_train: (n,) -> keys, values: (n, n - 1). Without this, each query would
-    find itself among the keys and the learned width would shrink towards 0.
+    x_train, y_train: (n,) -> keys, values: (n, n - 1), in index order. Without this,
+    each query would find itself among the keys and the learned width would shrink to 0.
     """
+    x_train = _as_vector(x_train, "x_train")
+    y_train = _as_vector(y_train, "y_train", x_train.ctx)
     n = x_train.shape[0]
     if y_train.shape != (n,) or n < 2:
-        raise ValueError("x_train and y_train must be 1-D of equal length >= 2, got shapes "
+        raise ValueError("x_train and y_train must be of equal length >= 2, got shapes "
                          f"{x_train.shape} and {y_train.shape}")
-    # Row i skips column i: take columns (i + 1 + j) mod n for j = 0 .. n - 2.
-    idx = (np.arange(n, ctx=x_train.ctx).reshape(-1, 1)
-           + np.arange(1, n, ctx=x_train.ctx).reshape(1, -1)) % n
-    idx = idx.astype("int32")
+    # Row i takes columns 0 .. i-1 and i+1 .. n-1: column j, shifted by one from j = i on.
+    rows = np.arange(n, ctx=x_train.ctx).reshape(-1, 1)
+    cols = np.arange(n - 1, ctx=x_train.ctx).reshape(1, -1)
+    idx = (cols + (cols >= rows)).astype("int32")
     return x_train[idx], y_train[idx]
 
 
@@ -126,8 +143,7 @@ def train_nw(net, x_train, y_train, num_epochs=5, lr=0.5, callback=None):
     ``net`` must be initialised on the context of ``x_train``. ``callback(epoch, loss)``
     is called after each epoch (e.g. to draw a curve). Returns the loss per epoch.
     """
-    if not isinstance(num_epochs, int) or num_epochs < 1:
-        raise ValueError(f"num_epochs must be a positive int, got {num_epochs!r}")
+    num_epochs = check_int("num_epochs", num_epochs, minimum=1)
     keys, values = leave_one_out(x_train, y_train)
     loss_fn = gluon.loss.L2Loss()
     trainer = gluon.Trainer(net.collect_params(), "sgd", {"learning_rate": lr})

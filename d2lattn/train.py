@@ -5,11 +5,12 @@ import time
 import mxnet as mx
 import numpy as onp
 
+from ._checks import check_int
+
 
 def set_seed(seed):
     """Seed mxnet (every device), numpy and Python's ``random`` with ``seed``."""
-    if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed < 2**32:
-        raise ValueError(f"seed must be an int in [0, 2**32), got {seed!r}")
+    seed = check_int("seed", seed, 0, 2**32 - 1)
     mx.random.seed(seed)
     onp.random.seed(seed)
     random.seed(seed)
@@ -48,9 +49,7 @@ class Accumulator:
     """Running sums over ``n`` variables, e.g. (loss sum, token count)."""
 
     def __init__(self, n):
-        if isinstance(n, bool) or not isinstance(n, int) or n < 1:
-            raise ValueError(f"n must be a positive int, got {n!r}")
-        self.data = [0.0] * n
+        self.data = [0.0] * check_int("n", n, minimum=1)
 
     def add(self, *args):
         """Add one value to each of the ``n`` sums."""

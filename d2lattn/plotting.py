@@ -14,7 +14,8 @@ def show_heatmaps(matrices, xlabel, ylabel, titles=None, figsize=(2.5, 2.5), cma
     matrices: (rows, cols, queries, keys), e.g. (1, heads, queries, keys); ``figsize`` is the
     size of one panel. ``titles`` has one entry per column; ``xticklabels`` (keys) and
     ``yticklabels`` (queries) label the axes with tokens instead of positions.
-    Returns the figure's axes, shape (rows, cols).
+    Returns None, so that a notebook cell ending with the call shows only the figure
+    (get it with ``plt.gcf()``).
     """
     mats = _to_numpy(matrices)
     if mats.ndim != 4:
@@ -41,7 +42,6 @@ def show_heatmaps(matrices, xlabel, ylabel, titles=None, figsize=(2.5, 2.5), cma
             if yticklabels is not None:
                 ax.set_yticks(range(n_q), yticklabels)
     fig.colorbar(image, ax=axes, shrink=0.6)
-    return axes
 
 
 def _check_len(name, labels, n):
@@ -98,6 +98,13 @@ def _set_axes(axes, xlabel, ylabel, xlim, ylim, xscale, yscale, legend):
     axes.grid(True)
 
 
+def _values(v):
+    """A number, a 0-d or 1-d array, or a list (which may hold None) as a list."""
+    if isinstance(v, (list, tuple)):
+        return list(v)
+    return _to_numpy(v).reshape(-1).tolist()
+
+
 class Animator:
     """A training curve that redraws in place as points are added.
 
@@ -117,12 +124,14 @@ class Animator:
 
     def add(self, x, y):
         """Add one point per curve: ``y`` a number or a list (one per curve) at ``x``."""
-        ys = list(y) if hasattr(y, "__len__") else [y]
-        xs = list(x) if hasattr(x, "__len__") else [x] * len(ys)
+        ys = _values(y)
+        xs = _values(x)
+        xs = xs * len(ys) if len(xs) == 1 else xs
         if self.X is None:
             self.X, self.Y = [[] for _ in ys], [[] for _ in ys]
-        if len(ys) != len(self.Y):
-            raise ValueError(f"this Animator draws {len(self.Y)} curves, got {len(ys)} values")
+        if len(ys) != len(self.Y) or len(xs) != len(ys):
+            raise ValueError(f"this Animator draws {len(self.Y)} curves, got {len(xs)} x "
+                             f"and {len(ys)} y values")
         for i, (a, b) in enumerate(zip(xs, ys)):
             if a is not None and b is not None:
                 self.X[i].append(float(a))
