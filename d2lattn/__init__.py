@@ -18,10 +18,17 @@ from mxnet import npx
 
 npx.set_np()
 
+from .attention import (AdditiveAttention, ConcatAttention, DotProductAttention,  # noqa: E402
+                        GeneralAttention, ScoredAttention, masked_softmax)
+from .decoding import beam_search, greedy_search, predict_seq2seq  # noqa: E402
 from .device import cpu, gpu, num_gpus, try_all_gpus, try_gpu  # noqa: E402
 from .plotting import Animator, plot, show_heatmaps  # noqa: E402
 from .pooling import (NWKernelRegression, boxcar, constant, epanechnikov,  # noqa: E402
                       gaussian, leave_one_out, nadaraya_watson, train_nw)
-from .train import Accumulator, Timer, set_seed  # noqa: E402
+from .seq2seq import (AttentionDecoder, Decoder, Encoder, EncoderDecoder,  # noqa: E402
+                      Seq2SeqAttentionDecoder, Seq2SeqDecoder, Seq2SeqEncoder)
+from .text import Vocab, truncate_pad  # noqa: E402
+from .train import (Accumulator, MaskedSoftmaxCELoss, Timer, grad_clipping,  # noqa: E402
+                    seq2seq_loss, set_seed, train_seq2seq)
 
 __version__ = "0.1.0"

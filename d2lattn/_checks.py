@@ -17,3 +17,10 @@ def check_positive(name, value):
             or not 0 < value < float("inf"):
         raise ValueError(f"{name} must be a positive finite number, got {value!r}")
     return float(value)
+
+
+def check_rate(name, value):
+    """``value`` as a float in [0, 1), e.g. a dropout rate; bools are rejected."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Real) or not 0 <= value < 1:
+        raise ValueError(f"{name} must be a number in [0, 1), got {value!r}")
+    return float(value)

@@ -9,6 +9,7 @@ import numpy as onp
 from mxnet import autograd, gluon, np, npx
 
 from ._checks import check_int, check_positive
+from ._ops import softmax_rows
 
 
 def gaussian(u):
@@ -38,18 +39,6 @@ def kernel_scores(kernel, u):
     nearest-neighbour weights instead of 0 / 0.
     """
     return -u**2 / 2 if kernel is gaussian else np.log(kernel(u))
-
-
-def softmax_rows(scores):
-    """Softmax over the last axis that maps a row of -inf scores to a row of zeros.
-
-    scores: any shape, finite or -inf (never +inf or NaN).
-    """
-    top = scores.max(axis=-1, keepdims=True)
-    top = np.where(np.isinf(top), np.zeros_like(top), top)
-    expd = np.exp(scores - top)
-    total = expd.sum(axis=-1, keepdims=True)
-    return expd / np.where(total > 0, total, np.ones_like(total))
 
 
 def nadaraya_watson(x_train, y_train, x_query, kernel=gaussian, bandwidth=1.0):

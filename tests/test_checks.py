@@ -1,7 +1,7 @@
 import numpy as onp
 import pytest
 
-from d2lattn._checks import check_int, check_positive
+from d2lattn._checks import check_int, check_positive, check_rate
 
 
 @pytest.mark.parametrize("value", [0, 3, onp.int64(3), onp.int32(0)])
@@ -33,3 +33,14 @@ def test_check_positive_accepts_positive_reals(value):
 def test_check_positive_rejects_the_rest(value):
     with pytest.raises(ValueError, match="h must be a positive finite number, got "):
         check_positive("h", value)
+
+
+@pytest.mark.parametrize("value", [0, 0.5, onp.float32(0.1)])
+def test_check_rate_accepts_rates_in_0_1(value):
+    assert check_rate("dropout", value) == pytest.approx(float(value))
+
+
+@pytest.mark.parametrize("value", [1, 1.5, -0.1, float("nan"), True, "0.1", None])
+def test_check_rate_rejects_the_rest(value):
+    with pytest.raises(ValueError, match=r"dropout must be a number in \[0, 1\), got "):
+        check_rate("dropout", value)

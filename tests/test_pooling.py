@@ -7,7 +7,8 @@ from mxnet import autograd, np
 
 from d2lattn import (NWKernelRegression, boxcar, constant, epanechnikov, gaussian,
                      leave_one_out, nadaraya_watson, train_nw)
-from d2lattn.pooling import kernel_scores, softmax_rows
+from d2lattn._ops import softmax_rows
+from d2lattn.pooling import kernel_scores
 
 # mxnet's own advanced indexing (used by leave_one_out) calls its deprecated as_in_context.
 pytestmark = pytest.mark.filterwarnings("ignore:ndarray.as_in_context has been renamed")

@@ -1,0 +1,187 @@
+"""Attention scoring functions: masked softmax and the additive, dot-product and Luong scores.
+
+Every attention layer here computes scores a(q, k) for all (query, key) pairs, turns them
+into weights with a softmax that ignores padded keys, and returns the weighted sum of the
+values: f(q) = sum_i softmax(a(q, k_i)) v_i. Only the scoring function differs.
+"""
+import math
+
+import numpy as onp
+from mxnet import gluon, np, npx
+
+from ._checks import check_int, check_rate
+
+
+def masked_softmax(X, valid_lens):
+    """Softmax over the last axis of ``X`` that gives key positions >= the valid length weight 0.
+
+    X: (batch, queries, keys) scores. valid_lens: None (no masking), (batch,) one length per
+    sequence shared by all its queries, or (batch, queries) one length per query; integers in
+    [0, keys], stored as ints or floats, on any context. A valid length of 0 gives an all-zero
+    row. Masked positions are left out of the softmax (d2l's fill with -1e6 leaks weight when
+    the valid scores are lower still), so their weight and their gradient are exactly 0.
+    Returns (batch, queries, keys).
+    """
+    _check_3d("X", X)
+    if X.shape[-1] == 0:
+        raise ValueError(f"X must have at least one key position, got shape {X.shape}")
+    if valid_lens is not None:
+        _check_valid_lens(valid_lens, X.shape)
+    return _masked_softmax(X, valid_lens)
+
+
+def _masked_softmax(X, valid_lens):
+    """masked_softmax without the checks of ``valid_lens``' values (a host round trip)."""
+    if valid_lens is None:
+        return npx.softmax(X, axis=-1)
+    lens = valid_lens.as_in_ctx(X.ctx).astype("int32").reshape(X.shape[0], -1)
+    lens = np.broadcast_to(lens, X.shape[:2])
+    return npx.softmax(X, length=lens, axis=-1, use_length=True)
+
+
+def _check_3d(name, x):
+    """Raise unless ``x`` is a 3-D mxnet.np array."""
+    if not isinstance(x, np.ndarray):
+        raise TypeError(f"{name} must be an mxnet.np.ndarray, got {type(x).__name__}")
+    if x.ndim != 3:
+        raise ValueError(f"{name} must be 3-D, got shape {x.shape}")
+
+
+def _check_valid_lens(valid_lens, shape):
+    """Raise unless ``valid_lens`` fits scores of ``shape`` (batch, queries, keys)."""
+    batch, queries, keys = shape
+    if not isinstance(valid_lens, np.ndarray):
+        raise TypeError("valid_lens must be None or an mxnet.np.ndarray, got "
+                        f"{type(valid_lens).__name__}")
+    if valid_lens.shape not in ((batch,), (batch, queries)):
+        raise ValueError(f"valid_lens must have shape (batch,) = ({batch},) or (batch, queries) "
+                         f"= ({batch}, {queries}) for scores of shape {shape}, got shape "
+                         f"{valid_lens.shape}")
+    lens = valid_lens.asnumpy().astype("float64")
+    bad = lens[~((lens >= 0) & (lens <= keys) & (lens == onp.floor(lens)))]
+    if bad.size:
+        raise ValueError(f"valid_lens must hold integers in [0, {keys}] (the number of keys), "
+                         f"got {bad[:5].tolist()}")
+
+
+class ScoredAttention(gluon.nn.Block):
+    """Attention pooling with a scoring function: the step all attention layers share.
+
+    Subclasses define ``score(queries, keys) -> (batch, queries, keys)``. The call
+    ``(queries (batch, queries, q), keys (batch, keys, k), values (batch, keys, v),
+    valid_lens=None)`` returns (batch, queries, v) and keeps the weights, before dropout, in
+    ``attention_weights`` (batch, queries, keys). Dropout on the weights acts in training
+    mode only (under ``autograd.record()``).
+    """
+
+    def __init__(self, dropout, **kwargs):
+        super().__init__(**kwargs)
+        self.dropout = gluon.nn.Dropout(check_rate("dropout", dropout))
+        self.attention_weights = None
+        # The valid_lens last checked, and for which scores: a decoder passes it every step.
+        self._checked_lens, self._checked_shape = None, None
+
+    def score(self, queries, keys):
+        """Scores (batch, queries, keys) of every query against every key."""
+        raise NotImplementedError
+
+    def forward(self, queries, keys, values, valid_lens=None):
+        _check_inputs(queries, keys, values)
+        scores = self.score(queries, keys)
+        _check_3d("scores", scores)
+        if valid_lens is not None and (valid_lens is not self._checked_lens
+                                       or scores.shape != self._checked_shape):
+            _check_valid_lens(valid_lens, scores.shape)
+            self._checked_lens, self._checked_shape = valid_lens, scores.shape
+        self.attention_weights = _masked_softmax(scores, valid_lens)
+        return npx.batch_dot(self.dropout(self.attention_weights), values)
+
+
+def _check_inputs(queries, keys, values):
+    """Raise unless queries, keys and values are 3-D, of one batch and context, keys ~ values."""
+    for name, x in (("queries", queries), ("keys", keys), ("values", values)):
+        _check_3d(name, x)
+    got = f"got queries {queries.shape}, keys {keys.shape}, values {values.shape}"
+    if not queries.shape[0] == keys.shape[0] == values.shape[0]:
+        raise ValueError(f"queries, keys and values must have the same batch size, {got}")
+    if keys.shape[1] != values.shape[1]:
+        raise ValueError(f"keys and values must have the same number of positions, {got}")
+    if not queries.ctx == keys.ctx == values.ctx:
+        raise ValueError("queries, keys and values must be on one context, got "
+                         f"{queries.ctx}, {keys.ctx}, {values.ctx}")
+
+
+class DotProductAttention(ScoredAttention):
+    """Scaled dot-product attention: a(q, k) = q^T k / sqrt(d), queries and keys of width d.
+
+    Dividing by sqrt(d) keeps the scores' variance at 1 for unit-variance q and k (q^T k has
+    variance d), so the softmax does not saturate for wide vectors.
+    """
+
+    def score(self, queries, keys):
+        d = queries.shape[-1]
+        if d == 0 or keys.shape[-1] != d:
+            raise ValueError("queries and keys must have the same non-zero width d, got "
+                             f"queries {queries.shape}, keys {keys.shape}")
+        return npx.batch_dot(queries, keys, transpose_b=True) / math.sqrt(d)
+
+
+class AdditiveAttention(ScoredAttention):
+    """Additive (Bahdanau) attention: a(q, k) = w_v^T tanh(W_q q + W_k k).
+
+    W_q, W_k: (num_hiddens, q) and (num_hiddens, k), so queries and keys may differ in width.
+    """
+
+    def __init__(self, num_hiddens, dropout, **kwargs):
+        super().__init__(dropout, **kwargs)
+        num_hiddens = check_int("num_hiddens", num_hiddens, minimum=1)
+        self.W_k = gluon.nn.Dense(num_hiddens, use_bias=False, flatten=False)
+        self.W_q = gluon.nn.Dense(num_hiddens, use_bias=False, flatten=False)
+        self.w_v = gluon.nn.Dense(1, use_bias=False, flatten=False)
+
+    def score(self, queries, keys):
+        # (batch, queries, 1, h) + (batch, 1, keys, h) -> (batch, queries, keys, h)
+        features = np.expand_dims(self.W_q(queries), 2) + np.expand_dims(self.W_k(keys), 1)
+        return np.squeeze(self.w_v(_tanh(features)), axis=-1)
+
+
+class GeneralAttention(ScoredAttention):
+    """Luong's general score: a(q, k) = q^T W_a k, with W_a: (query_size, k).
+
+    The queries must have width ``query_size``; the keys may have any width.
+    """
+
+    def __init__(self, query_size, dropout, **kwargs):
+        super().__init__(dropout, **kwargs)
+        self.query_size = check_int("query_size", query_size, minimum=1)
+        self.W_a = gluon.nn.Dense(self.query_size, use_bias=False, flatten=False)
+
+    def score(self, queries, keys):
+        if queries.shape[-1] != self.query_size:
+            raise ValueError(f"queries must have width query_size = {self.query_size}, got "
+                             f"queries {queries.shape}")
+        return npx.batch_dot(queries, self.W_a(keys), transpose_b=True)
+
+
+class ConcatAttention(ScoredAttention):
+    """Luong's concat score: a(q, k) = v_a^T tanh(W_a [q; k]), W_a: (num_hiddens, q + k).
+
+    Splitting W_a = [W_q, W_k] gives W_a [q; k] = W_q q + W_k k: additive attention.
+    """
+
+    def __init__(self, num_hiddens, dropout, **kwargs):
+        super().__init__(dropout, **kwargs)
+        num_hiddens = check_int("num_hiddens", num_hiddens, minimum=1)
+        self.W_a = gluon.nn.Dense(num_hiddens, use_bias=False, flatten=False)
+        self.v_a = gluon.nn.Dense(1, use_bias=False, flatten=False)
+
+    def score(self, queries, keys):
+        pairs = (queries.shape[0], queries.shape[1], keys.shape[1])  # (batch, queries, keys)
+        q = np.broadcast_to(np.expand_dims(queries, 2), pairs + queries.shape[-1:])
+        k = np.broadcast_to(np.expand_dims(keys, 1), pairs + keys.shape[-1:])
+        return np.squeeze(self.v_a(_tanh(self.W_a(np.concatenate([q, k], axis=-1)))), axis=-1)
+
+
+def _tanh(x):
+    # mxnet's np.tanh is ~30x slower than its fused activation on large arrays (CPU)
+    return npx.activation(x, act_type="tanh")

@@ -1,0 +1,133 @@
+"""Encoder-decoder models: shapes, the state at the last real token, train/predict
+consistency (one call over all steps == one call per step), masks, reordering, devices."""
+import mxnet as mx
+import numpy as onp
+import pytest
+from mxnet import autograd, init, np
+
+from d2lattn.attention import DotProductAttention
+from d2lattn.seq2seq import (EncoderDecoder, Seq2SeqAttentionDecoder, Seq2SeqDecoder,
+                             Seq2SeqEncoder)
+
+VOCAB, EMBED, HIDDEN = 11, 5, 6
+
+
+def make_net(decoder_cls=Seq2SeqAttentionDecoder, layers=2, ctx=None, **kwargs):
+    mx.random.seed(0)
+    net = EncoderDecoder(Seq2SeqEncoder(VOCAB, EMBED, HIDDEN, layers),
+                         decoder_cls(VOCAB, EMBED, HIDDEN, layers, **kwargs))
+    net.initialize(init.Xavier(), ctx=ctx)
+    return net
+
+
+def tokens(shape, ctx=None, seed=1):
+    ids = onp.random.default_rng(seed).integers(1, VOCAB, size=shape)
+    return np.array(ids, dtype="int32", ctx=ctx)
+
+
+def test_encoder_shapes_and_state_is_the_top_output_at_the_last_step():
+    net = make_net()
+    X = tokens((3, 7))
+    outputs, state = net.encoder(X)
+    assert outputs.shape == (3, 7, HIDDEN) and state.shape == (2, 3, HIDDEN)
+    onp.testing.assert_allclose(state[-1].asnumpy(), outputs[:, -1].asnumpy(), rtol=1e-6)
+
+
+@pytest.mark.parametrize("layers", [1, 3])
+def test_encoder_state_ignores_padding(layers):
+    # The state of a padded sequence equals the state of the sequence without its padding.
+    net = make_net(layers=layers)
+    X = tokens((2, 6))
+    _, padded = net.encoder(X, np.array([4, 6], dtype="int32"))
+    _, short = net.encoder(X[:1, :4])
+    _, full = net.encoder(X[1:])
+    onp.testing.assert_allclose(padded[:, 0].asnumpy(), short[:, 0].asnumpy(), rtol=1e-5)
+    onp.testing.assert_allclose(padded[:, 1].asnumpy(), full[:, 0].asnumpy(), rtol=1e-5)
+
+
+@pytest.mark.parametrize("decoder_cls", [Seq2SeqDecoder, Seq2SeqAttentionDecoder])
+def test_decoding_step_by_step_equals_one_call(decoder_cls):
+    # Training calls the decoder once on the whole target; prediction calls it once per
+    # token with the state carried over: both must give the same logits.
+    net = make_net(decoder_cls)
+    X, valid_len, Y = tokens((2, 5)), np.array([5, 3], dtype="int32"), tokens((2, 4), seed=2)
+    enc = net.encoder(X, valid_len)
+    logits, _ = net.decoder(Y, net.decoder.init_state(enc, valid_len))
+    assert logits.shape == (2, 4, VOCAB)
+    state, steps = net.decoder.init_state(enc, valid_len), []
+    for t in range(4):
+        step, state = net.decoder(Y[:, t:t + 1], state)
+        steps.append(step.asnumpy())
+    onp.testing.assert_allclose(onp.concatenate(steps, axis=1), logits.asnumpy(), rtol=1e-5,
+                                atol=1e-6)
+
+
+def test_attention_weights_mask_padding_and_sum_to_one():
+    net = make_net()
+    X, valid_len = tokens((2, 5)), np.array([5, 2], dtype="int32")
+    net(X, tokens((2, 3)), valid_len)
+    weights = net.decoder.attention_weights.asnumpy()
+    assert weights.shape == (2, 3, 5)
+    onp.testing.assert_allclose(weights.sum(axis=-1), 1, rtol=1e-5)
+    assert (weights[1, :, 2:] == 0).all()
+
+
+def test_attention_decoder_takes_another_scoring_function():
+    net = make_net(attention=DotProductAttention(0))
+    X = tokens((2, 5))
+    logits, _ = net(X, tokens((2, 3)), np.array([5, 1], dtype="int32"))
+    assert logits.shape == (2, 3, VOCAB)
+    onp.testing.assert_allclose(net.decoder.attention_weights[1, :, 0].asnumpy(), 1)
+
+
+def test_plain_decoder_context_is_the_encoder_state_at_every_step():
+    # d2l's version took its context from the *decoder's* latest state when predicting.
+    net = make_net(Seq2SeqDecoder)
+    X = tokens((2, 5))
+    enc = net.encoder(X)
+    state = net.decoder.init_state(enc)
+    for t in range(3):
+        _, state = net.decoder(tokens((2, 1), seed=t), state)
+    onp.testing.assert_array_equal(state[0].asnumpy(), enc[1][-1].asnumpy())
+
+
+@pytest.mark.parametrize("decoder_cls", [Seq2SeqDecoder, Seq2SeqAttentionDecoder])
+def test_reorder_state_selects_batch_rows(decoder_cls):
+    net = make_net(decoder_cls)
+    X, valid_len, Y = tokens((3, 5)), np.array([5, 2, 4], dtype="int32"), tokens((3, 2))
+    state = net.decoder.init_state(net.encoder(X, valid_len), valid_len)
+    order = np.array([2, 2, 0], dtype="int32")
+    picked, _ = net.decoder(Y[order], net.decoder.reorder_state(state, order))
+    everything, _ = net.decoder(Y, state)
+    onp.testing.assert_allclose(picked.asnumpy(), everything.asnumpy()[[2, 2, 0]], rtol=1e-5)
+
+
+def test_gradients_reach_every_parameter():
+    net = make_net()
+    with autograd.record():
+        logits, _ = net(tokens((2, 5)), tokens((2, 3)), np.array([5, 3], dtype="int32"))
+        logits.sum().backward()
+    for name, param in net.collect_params().items():
+        assert float(np.abs(param.grad()).sum()) > 0, name
+
+
+@pytest.mark.parametrize("decoder_cls", [Seq2SeqDecoder, Seq2SeqAttentionDecoder])
+def test_models_run_on_cpu1(decoder_cls, cpu1):
+    net = make_net(decoder_cls, ctx=cpu1)
+    X, valid_len = tokens((2, 5), ctx=cpu1), np.array([5, 3], dtype="int32", ctx=cpu1)
+    with autograd.record():
+        logits, state = net(X, tokens((2, 3), ctx=cpu1), valid_len)
+    assert logits.ctx == cpu1 and all(s.ctx == cpu1 for s in state if s is not None)
+
+
+def test_encoder_rejects_bad_shapes():
+    net = make_net()
+    with pytest.raises(ValueError, match=r"X must be \(batch, steps\) token ids, got shape"):
+        net.encoder(tokens((2, 3, 1)))
+    with pytest.raises(ValueError, match=r"valid_len must have shape \(2,\), got \(3,\)"):
+        net.encoder(tokens((2, 3)), np.array([1, 2, 3]))
+
+
+def test_encoder_rejects_zero_layers():
+    with pytest.raises(ValueError, match="num_layers must be an int >= 1"):
+        Seq2SeqEncoder(VOCAB, EMBED, HIDDEN, 0)
