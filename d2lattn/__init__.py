@@ -22,6 +22,7 @@ from .attention import (AdditiveAttention, ConcatAttention, DotProductAttention,
                         GeneralAttention, ScoredAttention, masked_softmax)
 from .decoding import beam_search, greedy_search, predict_seq2seq  # noqa: E402
 from .device import cpu, gpu, num_gpus, try_all_gpus, try_gpu  # noqa: E402
+from .metrics import bleu, corpus_bleu  # noqa: E402
 from .plotting import Animator, plot, show_heatmaps  # noqa: E402
 from .pooling import (NWKernelRegression, boxcar, constant, epanechnikov,  # noqa: E402
                       gaussian, leave_one_out, nadaraya_watson, train_nw)

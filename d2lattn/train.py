@@ -108,9 +108,11 @@ def grad_clipping(net, theta):
 def seq2seq_batch_loss(net, batch, bos, device):
     """Teacher-forced loss of one batch (X, X_valid_len, Y, Y_valid_len): (sum, real tokens).
 
-    The decoder input is <bos> followed by the target shifted right by one.
+    The decoder input is <bos> followed by the target shifted right by one. Columns that
+    hold only padding are dropped first: they cost time and change nothing.
     """
     X, X_valid_len, Y, Y_valid_len = (a.as_in_ctx(device) for a in batch)
+    X, Y = X[:, :int(X_valid_len.max())], Y[:, :int(Y_valid_len.max())]  # drop padding columns
     bos_column = np.full((Y.shape[0], 1), bos, dtype=Y.dtype, ctx=device)
     Y_hat, _ = net(X, np.concatenate((bos_column, Y[:, :-1]), axis=1), X_valid_len)
     return _SEQ_LOSS(Y_hat, Y, Y_valid_len).sum(), Y_valid_len.astype(Y_hat.dtype).sum()

@@ -51,45 +51,59 @@ class ArrayLoader:
     """Re-iterable minibatches of equally long arrays: each batch is a tuple of row slices.
 
     With ``is_train`` the rows are shuffled anew each epoch with NumPy's global generator (so
-    ``d2lattn.set_seed`` makes the order reproducible); otherwise they come in order. The last
-    batch may be smaller than ``batch_size``. Batches stay on their array's context.
+    ``d2lattn.set_seed`` makes the order reproducible); otherwise they come in order. Given
+    ``lengths`` (n,), training batches hold examples of similar length: each pool of 16
+    shuffled batches is sorted by length before it is cut into batches, and the batches are
+    shuffled, so that padding (and the time spent on it) stays small. The last batch may be
+    smaller than ``batch_size``. Batches stay on their array's context.
     """
 
-    def __init__(self, arrays, batch_size, is_train=True):
+    def __init__(self, arrays, batch_size, is_train=True, lengths=None):
         if not isinstance(arrays, (list, tuple)) or not arrays \
                 or not all(isinstance(a, np.ndarray) and a.ndim >= 1 for a in arrays):
             raise TypeError("arrays must be a non-empty tuple of mxnet.np arrays with ndim >= 1, "
                             f"got {arrays!r}")
-        lengths = [a.shape[0] for a in arrays]
-        if len(set(lengths)) != 1:
+        sizes = [a.shape[0] for a in arrays]
+        if len(set(sizes)) != 1:
             raise ValueError(f"arrays must have the same first dimension, got shapes "
                              f"{[a.shape for a in arrays]}")
         if not isinstance(is_train, bool):
             raise TypeError(f"is_train must be a bool, got {is_train!r}")
-        self.arrays, self.num_examples = tuple(arrays), lengths[0]
+        if lengths is not None and onp.shape(lengths) != (sizes[0],):
+            raise ValueError(f"lengths must have shape ({sizes[0]},), got {onp.shape(lengths)}")
+        self.arrays, self.num_examples = tuple(arrays), sizes[0]
         self.batch_size = check_int("batch_size", batch_size, minimum=1)
         self.is_train = is_train
+        self.lengths = None if lengths is None else onp.asarray(lengths)
 
     def __len__(self):
         return math.ceil(self.num_examples / self.batch_size)
 
     def __iter__(self):
-        starts = range(0, self.num_examples, self.batch_size)
         if not self.is_train:
-            for i in starts:
+            for i in range(0, self.num_examples, self.batch_size):
                 yield tuple(a[i:i + self.batch_size] for a in self.arrays)
             return
-        order = onp.random.permutation(self.num_examples)
-        orders = {ctx: np.array(order, dtype='int32', ctx=ctx)
-                  for ctx in {a.ctx for a in self.arrays}}
-        for i in starts:
-            yield tuple(np.take(a, orders[a.ctx][i:i + self.batch_size], axis=0)
+        for rows in self._batches(onp.random.permutation(self.num_examples)):
+            yield tuple(np.take(a, np.array(rows, dtype='int32', ctx=a.ctx), axis=0)
                         for a in self.arrays)
 
+    def _batches(self, order):
+        """Cut ``order`` into batches, grouping similar lengths when ``lengths`` is set."""
+        size = self.batch_size
+        if self.lengths is None:
+            return [order[i:i + size] for i in range(0, len(order), size)]
+        batches = []
+        for start in range(0, len(order), 16 * size):
+            pool = order[start:start + 16 * size]
+            pool = pool[onp.argsort(self.lengths[pool], kind='stable')]
+            batches += [pool[i:i + size] for i in range(0, len(pool), size)]
+        return [batches[i] for i in onp.random.permutation(len(batches))]
 
-def load_array(arrays, batch_size, is_train=True):
+
+def load_array(arrays, batch_size, is_train=True, lengths=None):
     """An :class:`ArrayLoader` (d2l's name): ``for X, y in load_array((X, y), 32): ...``."""
-    return ArrayLoader(arrays, batch_size, is_train)
+    return ArrayLoader(arrays, batch_size, is_train, lengths)
 
 
 def load_data_nmt(pairs, batch_size, num_steps=None, src_vocab=None, tgt_vocab=None,
@@ -100,7 +114,8 @@ def load_data_nmt(pairs, batch_size, num_steps=None, src_vocab=None, tgt_vocab=N
     ``'<eos>'``) unless they are given: pass the training vocabularies for validation and test
     data, whose unseen tokens then map to ``'<unk>'``. ``num_steps=None`` takes the longest
     sentence + 1, so that no ``'<eos>'`` is cut. X, Y: int32 ``(batch, num_steps)``; valid
-    lengths: int32 ``(batch,)``. Returns ``(data_iter, src_vocab, tgt_vocab)``.
+    lengths: int32 ``(batch,)``. Training batches group sources of similar length (see
+    :class:`ArrayLoader`). Returns ``(data_iter, src_vocab, tgt_vocab)``.
     """
     if not isinstance(pairs, (list, tuple)) or not pairs \
             or not all(isinstance(p, (list, tuple)) and len(p) == 2 for p in pairs):
@@ -118,7 +133,7 @@ def load_data_nmt(pairs, batch_size, num_steps=None, src_vocab=None, tgt_vocab=N
     src_array, src_valid_len = build_array_nmt(source, src_vocab, num_steps)
     tgt_array, tgt_valid_len = build_array_nmt(target, tgt_vocab, num_steps)
     data_iter = load_array((src_array, src_valid_len, tgt_array, tgt_valid_len), batch_size,
-                           is_train)
+                           is_train, lengths=src_valid_len.asnumpy() if is_train else None)
     return data_iter, src_vocab, tgt_vocab
 
 
