@@ -68,7 +68,7 @@ def beam_search(net, src_tokens, src_vocab, tgt_vocab, num_steps, device, beam_s
     Keeps the ``beam_size`` most probable prefixes; a prefix that emits <eos> becomes a
     finished hypothesis scored log P(y) / L^alpha (L: its length with <eos>). Stops when
     ``beam_size`` hypotheses have finished or after ``num_steps`` tokens, and returns the
-    best (tokens without <eos>, weights (tokens + 1, source steps) or None).
+    best (tokens without <eos>, weights (one row per step, source steps) or None).
     """
     num_steps = check_int("num_steps", num_steps, minimum=1)
     beam_size = check_int("beam_size", beam_size, minimum=1)
@@ -112,8 +112,9 @@ def predict_seq2seq(net, src_sentence, src_vocab, tgt_vocab, num_steps, device, 
                     alpha=0.75):
     """Translate one sentence (a string or a token list); d2l's name.
 
-    beam_size 1 is greedy search. Returns (translation as a string, attention weights
-    (target tokens + 1, source tokens + 1) or None).
+    beam_size 1 is greedy search. Returns (translation as a string, attention weights or
+    None): one row per decoding step (each token, and <eos> if it was emitted within
+    ``num_steps``), one column per source token and the source's <eos>.
     """
     tokens = src_sentence.split() if isinstance(src_sentence, str) else list(src_sentence)
     if beam_size == 1:

@@ -153,7 +153,7 @@ class Seq2SeqAttentionDecoder(AttentionDecoder):
             context = self.attention(query, enc_outputs, enc_outputs, enc_valid_len)
             step = np.concatenate((context, embs[:, t:t + 1]), axis=-1)
             out, (hidden,) = self.rnn(step, [hidden])
-            outputs.append(out)
+            outputs.append(np.concatenate((out, context), axis=-1))
             self._attention_weights.append(self.attention.attention_weights)
         logits = self.dense(np.concatenate(outputs, axis=1))
         return logits, (enc_outputs, hidden, enc_valid_len)

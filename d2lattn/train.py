@@ -1,7 +1,6 @@
 """Training: reproducible seeds, timers and running sums, the masked sequence loss,
 gradient clipping and the sequence-to-sequence training loop."""
 import random
-import sys
 import time
 
 import mxnet as mx
@@ -143,7 +142,7 @@ def train_seq2seq(net, data_iter, lr, num_epochs, tgt_vocab, device, val_iter=No
     animator = Animator(xlabel="epoch", ylabel="loss per token", legend=legend,
                         xlim=[1, num_epochs])
     history, timer = {"train": [], "val": []}, Timer()
-    for epoch in tqdm(range(num_epochs), desc="epochs", file=sys.stdout, mininterval=1):
+    for epoch in tqdm(range(num_epochs), desc="epochs", mininterval=1):
         total = Accumulator(2)
         timer.start()
         for batch in data_iter:
