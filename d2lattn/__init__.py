@@ -19,17 +19,22 @@ from mxnet import npx
 npx.set_np()
 
 from .attention import (AdditiveAttention, ConcatAttention, DotProductAttention,  # noqa: E402
-                        GeneralAttention, ScoredAttention, masked_softmax)
+                        GeneralAttention, MultiHeadAttention, ScoredAttention, masked_softmax,
+                        transpose_output, transpose_qkv)
 from .decoding import beam_search, greedy_search, predict_seq2seq  # noqa: E402
 from .device import cpu, gpu, num_gpus, try_all_gpus, try_gpu  # noqa: E402
 from .metrics import bleu, corpus_bleu  # noqa: E402
 from .plotting import Animator, plot, show_heatmaps  # noqa: E402
+from .positional import (LearnedPositionalEmbedding, PositionalEncoding,  # noqa: E402
+                         sinusoidal_encoding)
 from .pooling import (NWKernelRegression, boxcar, constant, epanechnikov,  # noqa: E402
                       gaussian, leave_one_out, nadaraya_watson, train_nw)
 from .seq2seq import (AttentionDecoder, Decoder, Encoder, EncoderDecoder,  # noqa: E402
                       Seq2SeqAttentionDecoder, Seq2SeqDecoder, Seq2SeqEncoder)
 from .text import Vocab, truncate_pad  # noqa: E402
-from .train import (Accumulator, MaskedSoftmaxCELoss, Timer, grad_clipping,  # noqa: E402
-                    seq2seq_loss, set_seed, train_seq2seq)
+from .train import (Accumulator, MaskedSoftmaxCELoss, Timer, TransformerSchedule,  # noqa: E402
+                    grad_clipping, seq2seq_loss, set_seed, train_seq2seq)
+from .transformer import (AddNorm, PositionWiseFFN, TransformerDecoder,  # noqa: E402
+                          TransformerDecoderBlock, TransformerEncoder, TransformerEncoderBlock)
 
 __version__ = "0.1.0"

@@ -34,9 +34,16 @@ def _masked_softmax(X, valid_lens):
     """masked_softmax without the checks of ``valid_lens``' values (a host round trip)."""
     if valid_lens is None:
         return npx.softmax(X, axis=-1)
-    lens = valid_lens.as_in_ctx(X.ctx).astype("int32").reshape(X.shape[0], -1)
-    lens = np.broadcast_to(lens, X.shape[:2])
-    return npx.softmax(X, length=lens, axis=-1, use_length=True)
+    shape = X.shape
+    lens = valid_lens.as_in_ctx(X.ctx).astype(X.dtype).reshape(shape[0], -1)
+    lens = np.broadcast_to(lens, shape[:2]).reshape(-1)
+    rows = X.reshape(-1, shape[-1])
+    # Masked scores become -inf. Each row keeps at least one key so that its softmax stays
+    # finite; a second mask then zeroes the rows of length 0. (npx.sequence_mask is ~3x
+    # faster than npx.softmax(use_length=True) on large score tensors.)
+    rows = npx.sequence_mask(rows, np.maximum(lens, 1), True, value=-onp.inf, axis=1)
+    weights = npx.sequence_mask(npx.softmax(rows, axis=-1), lens, True, value=0, axis=1)
+    return weights.reshape(shape)
 
 
 def _check_3d(name, x):
@@ -200,3 +207,129 @@ def _pairwise_sum(A, B):
 def _tanh(x):
     # mxnet's np.tanh is ~30x slower than its fused activation on large arrays (CPU)
     return npx.activation(x, act_type="tanh")
+
+
+def transpose_qkv(X, num_heads):
+    """Split the last axis into heads and stack the heads along the batch axis.
+
+    X: (batch, n, num_hiddens) -> (batch * num_heads, n, num_hiddens / num_heads); row
+    b * num_heads + i holds head i of sequence b, i.e. features i*p to (i+1)*p - 1 of X
+    with p = num_hiddens / num_heads.
+    """
+    _check_3d("X", X)
+    num_heads = check_int("num_heads", num_heads, minimum=1)
+    batch, n, num_hiddens = X.shape
+    if num_hiddens % num_heads:
+        raise ValueError(f"the last axis of X ({num_hiddens}) must be divisible by num_heads = "
+                         f"{num_heads}, got X of shape {X.shape}")
+    X = X.reshape(batch, n, num_heads, num_hiddens // num_heads).transpose(0, 2, 1, 3)
+    return X.reshape(batch * num_heads, n, num_hiddens // num_heads)
+
+
+def transpose_output(X, num_heads):
+    """Undo :func:`transpose_qkv`: (batch * num_heads, n, p) -> (batch, n, num_heads * p)."""
+    _check_3d("X", X)
+    num_heads = check_int("num_heads", num_heads, minimum=1)
+    rows, n, p = X.shape
+    if rows % num_heads:
+        raise ValueError(f"the first axis of X ({rows}) must be divisible by num_heads = "
+                         f"{num_heads}, got X of shape {X.shape}")
+    X = X.reshape(rows // num_heads, num_heads, n, p).transpose(0, 2, 1, 3)
+    return X.reshape(rows // num_heads, n, num_heads * p)
+
+
+class MultiHeadAttention(gluon.nn.Block):
+    """Multi-head scaled dot-product attention (Vaswani et al., 2017).
+
+    Queries, keys and values are projected by ``W_q``, ``W_k``, ``W_v`` (each
+    ``Dense(num_hiddens)``), split into ``num_heads`` heads of width
+    p = num_hiddens / num_heads, attended to per head with :class:`DotProductAttention`,
+    concatenated and projected by ``W_o``. One wide projection split into heads is the same
+    as ``num_heads`` narrow projections of width p.
+
+    Call ``(queries (batch, queries, q), keys (batch, keys, k), values (batch, keys, v),
+    valid_lens=None, cache=None)`` -> (batch, queries, num_hiddens); like every Gluon block
+    it takes positional arguments only. ``valid_lens``: None, (batch,) or (batch, queries),
+    as in :func:`masked_softmax`, shared by all heads.
+
+    ``cache``: for decoding one step at a time. When it is a dict, the projected keys and
+    values of this call, (batch * num_heads, keys, p) each, are appended along the key axis
+    to ``cache["k"]`` and ``cache["v"]`` (created on the first call; rows laid out as by
+    :func:`transpose_qkv`) and the queries attend to every cached key, so ``valid_lens``
+    counts cached keys. A step then projects only its new tokens: O(steps so far) work
+    instead of re-projecting the whole prefix. Keys and values with 0 positions attend to
+    the cache as it is (e.g. encoder outputs projected once, for cross-attention).
+
+    ``attention_weights``: the last call's weights per head, (batch, num_heads, queries,
+    keys), before dropout.
+    """
+
+    def __init__(self, num_hiddens, num_heads, dropout, use_bias=False, **kwargs):
+        super().__init__(**kwargs)
+        self.num_hiddens = check_int("num_hiddens", num_hiddens, minimum=1)
+        self.num_heads = check_int("num_heads", num_heads, minimum=1)
+        if num_hiddens % num_heads:
+            raise ValueError(f"num_hiddens must be divisible by num_heads, got num_hiddens = "
+                             f"{num_hiddens} and num_heads = {num_heads}")
+        self.attention = DotProductAttention(dropout)
+        self.W_q = gluon.nn.Dense(num_hiddens, use_bias=use_bias, flatten=False)
+        self.W_k = gluon.nn.Dense(num_hiddens, use_bias=use_bias, flatten=False)
+        self.W_v = gluon.nn.Dense(num_hiddens, use_bias=use_bias, flatten=False)
+        self.W_o = gluon.nn.Dense(num_hiddens, use_bias=use_bias, flatten=False)
+        # The last valid_lens checked (with its scores' shape) and its copy repeated per head.
+        self._lens, self._lens_shape, self._head_lens = None, None, None
+
+    @property
+    def attention_weights(self):
+        weights = self.attention.attention_weights
+        if weights is None:
+            return None
+        rows, n_q, n_k = weights.shape
+        return weights.reshape(rows // self.num_heads, self.num_heads, n_q, n_k)
+
+    def forward(self, queries, keys, values, valid_lens=None, cache=None):
+        _check_inputs(queries, keys, values)
+        for name, x, layer in (("queries", queries, "W_q"), ("keys", keys, "W_k"),
+                               ("values", values, "W_v")):
+            _check_width(name, x, layer, getattr(self, layer))
+        h = self.num_heads
+        q = transpose_qkv(self.W_q(queries), h)
+        k = transpose_qkv(self.W_k(keys), h)
+        v = transpose_qkv(self.W_v(values), h)
+        if cache is not None:
+            k, v = _extend_cache(cache, k, v)
+        valid_lens = self._per_head(valid_lens, (queries.shape[0], queries.shape[1], k.shape[1]))
+        return self.W_o(transpose_output(self.attention(q, k, v, valid_lens), h))
+
+    def _per_head(self, valid_lens, shape):
+        """valid_lens checked against scores of ``shape`` and repeated once per head."""
+        if valid_lens is None:
+            return None
+        if valid_lens is not self._lens or shape != self._lens_shape:
+            _check_valid_lens(valid_lens, shape)
+            self._lens, self._lens_shape = valid_lens, shape
+            self._head_lens = valid_lens.repeat(self.num_heads, axis=0)
+        return self._head_lens
+
+
+def _check_width(name, x, layer, dense):
+    """Raise if ``dense`` (called ``layer``) knows its input width and ``x`` has another."""
+    width = dense.weight.shape[1]  # -1 or 0 until the first call
+    if width > 0 and x.shape[-1] != width:
+        raise ValueError(f"{name} must have width {width}, the input width of {layer}, got "
+                         f"{name} of shape {x.shape}")
+
+
+def _extend_cache(cache, k, v):
+    """Append projected keys and values to ``cache`` (a dict) and return the whole cache."""
+    if not isinstance(cache, dict):
+        raise TypeError(f"cache must be None or a dict, got {type(cache).__name__}")
+    if "k" in cache:
+        if cache["k"].shape[::2] != k.shape[::2] or cache["v"].shape[::2] != v.shape[::2]:
+            raise ValueError("the cache must hold (batch * num_heads, steps, num_hiddens / "
+                             f"num_heads) arrays matching the new keys {k.shape}, got cache "
+                             f"k {cache['k'].shape}, v {cache['v'].shape}")
+        k = np.concatenate([cache["k"], k], axis=1)
+        v = np.concatenate([cache["v"], v], axis=1)
+    cache["k"], cache["v"] = k, v
+    return k, v

@@ -1,5 +1,6 @@
-"""Training: reproducible seeds, timers and running sums, the masked sequence loss,
-gradient clipping and the sequence-to-sequence training loop."""
+"""Training: reproducible seeds, timers and running sums, the masked sequence loss (with
+optional label smoothing), gradient clipping, the Transformer's warm-up learning-rate schedule
+and the sequence-to-sequence training loop."""
 import random
 import time
 
@@ -8,7 +9,7 @@ import numpy as onp
 from mxnet import autograd, gluon, np, npx
 from tqdm import tqdm
 
-from ._checks import check_int, check_positive
+from ._checks import check_int, check_positive, check_rate
 from .plotting import Animator
 
 
@@ -74,7 +75,14 @@ class MaskedSoftmaxCELoss(gluon.nn.Block):
 
     pred: (batch, steps, vocab) logits; label: (batch, steps) ids; valid_len: (batch,).
     Returns (batch,) sums; divide their total by ``valid_len.sum()`` for the loss per token.
+    With ``label_smoothing`` eps > 0 the target distribution of each token is 1 - eps on its
+    label plus eps / vocab on every class (Szegedy et al., 2016): the loss per token is
+    (1 - eps) * (-log p_label) + eps * mean over classes of (-log p_class).
     """
+
+    def __init__(self, label_smoothing=0.0, **kwargs):
+        super().__init__(**kwargs)
+        self.label_smoothing = check_rate("label_smoothing", label_smoothing)
 
     def forward(self, pred, label, valid_len):
         if pred.ndim != 3 or label.shape != pred.shape[:2] or valid_len.shape != pred.shape[:1]:
@@ -83,7 +91,11 @@ class MaskedSoftmaxCELoss(gluon.nn.Block):
                              f"{valid_len.shape}")
         steps = np.arange(pred.shape[1], ctx=pred.ctx).reshape(1, -1)
         mask = steps < valid_len.reshape(-1, 1).astype(steps.dtype)
-        nll = -npx.pick(npx.log_softmax(pred, axis=-1), label, axis=-1)
+        log_probs = npx.log_softmax(pred, axis=-1)
+        nll = -npx.pick(log_probs, label, axis=-1)
+        if self.label_smoothing:
+            eps = self.label_smoothing
+            nll = (1 - eps) * nll - eps * log_probs.mean(axis=-1)
         return (nll * mask).sum(axis=1)
 
 
@@ -104,17 +116,41 @@ def grad_clipping(net, theta):
     return norm
 
 
-def seq2seq_batch_loss(net, batch, bos, device):
+class TransformerSchedule(mx.lr_scheduler.LRScheduler):
+    """The warm-up schedule of Vaswani et al. (2017), for a gluon Trainer's ``lr_scheduler``.
+
+    lr(step) = factor * num_hiddens^-0.5 * min(step^-0.5, step * warmup_steps^-1.5): a
+    linear rise to its peak factor * (num_hiddens * warmup_steps)^-0.5 at step =
+    warmup_steps, then a decay as step^-0.5; lr(0) = 0. ``step`` is the optimizer's update
+    count, from 1 at the first update. ``base_lr`` is ``factor`` (an optimizer given both
+    a scheduler and a learning rate overwrites it with that rate).
+    """
+
+    def __init__(self, num_hiddens, warmup_steps, factor=1.0):
+        self.num_hiddens = check_int("num_hiddens", num_hiddens, minimum=1)
+        super().__init__(base_lr=check_positive("factor", factor),
+                         warmup_steps=check_int("warmup_steps", warmup_steps, minimum=1))
+
+    def __call__(self, num_update):
+        step = check_int("num_update", num_update)
+        if step == 0:
+            return 0.0
+        return (self.base_lr * self.num_hiddens ** -0.5
+                * min(step ** -0.5, step * self.warmup_steps ** -1.5))
+
+
+def seq2seq_batch_loss(net, batch, bos, device, loss=_SEQ_LOSS):
     """Teacher-forced loss of one batch (X, X_valid_len, Y, Y_valid_len): (sum, real tokens).
 
     The decoder input is <bos> followed by the target shifted right by one. Columns that
-    hold only padding are dropped first: they cost time and change nothing.
+    hold only padding are dropped first: they cost time and change nothing. ``loss`` is a
+    :class:`MaskedSoftmaxCELoss` (by default plain cross-entropy).
     """
     X, X_valid_len, Y, Y_valid_len = (a.as_in_ctx(device) for a in batch)
     X, Y = X[:, :int(X_valid_len.max())], Y[:, :int(Y_valid_len.max())]  # drop padding columns
     bos_column = np.full((Y.shape[0], 1), bos, dtype=Y.dtype, ctx=device)
     Y_hat, _ = net(X, np.concatenate((bos_column, Y[:, :-1]), axis=1), X_valid_len)
-    return _SEQ_LOSS(Y_hat, Y, Y_valid_len).sum(), Y_valid_len.astype(Y_hat.dtype).sum()
+    return loss(Y_hat, Y, Y_valid_len).sum(), Y_valid_len.astype(Y_hat.dtype).sum()
 
 
 def seq2seq_loss(net, data_iter, tgt_vocab, device):
@@ -127,16 +163,23 @@ def seq2seq_loss(net, data_iter, tgt_vocab, device):
 
 
 def train_seq2seq(net, data_iter, lr, num_epochs, tgt_vocab, device, val_iter=None,
-                  clip=1.0):
+                  clip=1.0, lr_scheduler=None, label_smoothing=0.0):
     """Train a sequence-to-sequence model with Adam, drawing the loss per token live.
 
     ``net`` is (re)initialised with Xavier on ``device`` (d2l's behaviour). The gradient of
-    the mean loss per real token is clipped to norm ``clip``. Returns the per-epoch losses,
-    ``{"train": [...], "val": [...]}`` (``val`` empty without ``val_iter``).
+    the mean loss per real token is clipped to norm ``clip``. ``lr_scheduler``: None (the
+    learning rate stays ``lr``) or an ``mx.lr_scheduler.LRScheduler`` such as
+    :class:`TransformerSchedule` that sets it at every update; pass ``lr=None`` with it.
+    ``label_smoothing``: see :class:`MaskedSoftmaxCELoss`; the training losses are then the
+    smoothed loss being minimised, the validation losses stay plain cross-entropy. Returns
+    the per-epoch losses, ``{"train": [...], "val": [...]}`` (``val`` empty without
+    ``val_iter``).
     """
     num_epochs = check_int("num_epochs", num_epochs, minimum=1)
+    optimizer_params = _optimizer_params(lr, lr_scheduler)
+    loss_fn = MaskedSoftmaxCELoss(label_smoothing)
     net.initialize(mx.init.Xavier(), force_reinit=True, ctx=device)
-    trainer = gluon.Trainer(net.collect_params(), "adam", {"learning_rate": lr})
+    trainer = gluon.Trainer(net.collect_params(), "adam", optimizer_params)
     bos = tgt_vocab["<bos>"]
     legend = ["train", "validation"] if val_iter is not None else ["train"]
     animator = Animator(xlabel="epoch", ylabel="loss per token", legend=legend,
@@ -147,7 +190,7 @@ def train_seq2seq(net, data_iter, lr, num_epochs, tgt_vocab, device, val_iter=No
         timer.start()
         for batch in data_iter:
             with autograd.record():
-                loss, tokens = seq2seq_batch_loss(net, batch, bos, device)
+                loss, tokens = seq2seq_batch_loss(net, batch, bos, device, loss_fn)
                 (loss / tokens).backward()
             grad_clipping(net, clip)
             trainer.step(1)
@@ -161,3 +204,15 @@ def train_seq2seq(net, data_iter, lr, num_epochs, tgt_vocab, device, val_iter=No
           + (f", validation {history['val'][-1]:.3f}" if val_iter is not None else "")
           + f"; {total[1] / timer.times[-1]:.0f} tokens/sec on {device}")
     return history
+
+
+def _optimizer_params(lr, lr_scheduler):
+    """Adam's parameters: a fixed learning rate ``lr``, or ``lr_scheduler`` (then lr is None)."""
+    if lr_scheduler is None:
+        return {"learning_rate": check_positive("lr", lr)}
+    if not isinstance(lr_scheduler, mx.lr_scheduler.LRScheduler):
+        raise TypeError("lr_scheduler must be None or an mx.lr_scheduler.LRScheduler, got "
+                        f"{type(lr_scheduler).__name__}")
+    if lr is not None:
+        raise ValueError(f"lr must be None when lr_scheduler sets the learning rate, got {lr!r}")
+    return {"learning_rate": None, "lr_scheduler": lr_scheduler}

@@ -1,0 +1,87 @@
+"""Multi-head self-attention, forward + backward: d2lattn against d2l and MXNet's fused kernels.
+
+Run from the repository root after `pip install -r bench/requirements.txt` and
+`pip install --no-deps d2l==1.0.3`:  python bench/mha.py
+Prints one row per sequence length: milliseconds per forward+backward and achieved GFLOP/s
+for each implementation, next to the machine's measured GEMM rate.
+"""
+import math
+import sys
+
+import d2lattn  # noqa: F401  (before mxnet: the numpy shim)
+import mxnet as mx
+from d2l import mxnet as d2l
+from mxnet import autograd, gluon, np
+
+from d2lattn.attention import MultiHeadAttention
+
+from _timing import gemm_gflops, print_table, seconds_per_call
+
+BATCH, HIDDEN, HEADS = 32, 256, 8
+LENGTHS = [32, 64, 128, 256]
+
+
+class InterleavedSelfAttention(gluon.nn.Block):
+    """Self-attention through MXNet's fused kernels (interleaved_matmul_selfatt_*)."""
+
+    def __init__(self, num_hiddens, num_heads):
+        super().__init__()
+        self.num_heads = num_heads
+        self.W_qkv = gluon.nn.Dense(3 * num_hiddens, use_bias=False, flatten=False)
+        self.W_o = gluon.nn.Dense(num_hiddens, use_bias=False, flatten=False)
+
+    def forward(self, X, valid_lens):
+        # The kernels want time-major input with q, k, v interleaved per head.
+        qkv = self.W_qkv(X).swapaxes(0, 1).as_nd_ndarray()
+        scores = mx.nd.contrib.interleaved_matmul_selfatt_qk(qkv, heads=self.num_heads)
+        lens = valid_lens.repeat(self.num_heads).reshape(-1, 1).astype("int32")
+        lens = np.broadcast_to(lens, scores.shape[:2]).as_nd_ndarray()
+        weights = mx.nd.softmax(scores, length=lens, axis=-1, use_length=True)
+        out = mx.nd.contrib.interleaved_matmul_selfatt_valatt(qkv, weights, heads=self.num_heads)
+        return self.W_o(out.as_np_ndarray().swapaxes(0, 1))
+
+
+def forward_backward(layer, call, X):
+    def run():
+        with autograd.record():
+            out = call(layer, X)
+        out.backward()
+    return run
+
+
+def main():
+    gemm = gemm_gflops()
+    implementations = {
+        "d2lattn": (MultiHeadAttention(HIDDEN, HEADS, 0),
+                    lambda m, X, L: m(X, X, X, L)),
+        "d2l 1.0.3": (d2l.MultiHeadAttention(HIDDEN, HEADS, 0),
+                      lambda m, X, L: m(X, X, X, L)),
+        "interleaved": (InterleavedSelfAttention(HIDDEN, HEADS), lambda m, X, L: m(X, L)),
+    }
+    for layer, _ in implementations.values():
+        layer.initialize(mx.init.Xavier())
+    rows = []
+    for n in LENGTHS:
+        X = np.random.normal(size=(BATCH, n, HIDDEN))
+        lens = np.full((BATCH,), n, dtype="int32")
+        # forward: 4 projections (2 B n d^2 each) + scores and pooling (2 B n^2 d each);
+        # backward about twice the forward.
+        flops = 3 * (4 * 2 * BATCH * n * HIDDEN ** 2 + 2 * 2 * BATCH * n * n * HIDDEN)
+        row = [str(n)]
+        for layer, call in implementations.values():
+            t = seconds_per_call(forward_backward(layer, lambda m, X: call(m, X, lens), X))
+            row += [f"{t * 1e3:.1f}", f"{flops / t / 1e9:.1f}"]
+        times = [float(row[i]) for i in (1, 3, 5)]
+        row.append(f"{times[1] / times[0]:.2f}x")
+        rows.append(row)
+    print(f"Multi-head self-attention forward+backward: batch {BATCH}, hidden {HIDDEN}, "
+          f"{HEADS} heads, float32, {mx.context.num_gpus()} GPUs; measured GEMM rate "
+          f"{gemm:.1f} GFLOP/s (MXNet np.dot, 1024x1024)")
+    header = ["length"]
+    for name in implementations:
+        header += [f"{name} ms", "GFLOP/s"]
+    print_table(header + ["d2l / d2lattn"], rows)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
