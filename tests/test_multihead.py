@@ -6,6 +6,7 @@ import numpy as onp
 import pytest
 from mxnet import autograd, np
 
+from reference import np_masked_softmax
 from d2lattn.attention import MultiHeadAttention, transpose_output, transpose_qkv
 
 B, Q, K, H, HEADS = 2, 3, 5, 12, 3  # batch, queries, keys, num_hiddens, heads
@@ -16,20 +17,6 @@ LENS_IDS = ["none", "per-sequence", "per-query"]
 
 def as_np(x, ctx=None, dtype="float32"):
     return np.array(x, dtype=dtype, ctx=ctx or mx.cpu())
-
-
-def np_masked_softmax(X, lens=None):
-    """Reference in float64: softmax over the first n scores of each row, zeros after."""
-    b, q, k = X.shape
-    lens = onp.full((b, q), k) if lens is None else \
-        onp.broadcast_to(onp.reshape(lens, (b, -1)), (b, q))
-    out = onp.zeros_like(X)
-    for i, j in onp.ndindex(b, q):
-        n = int(lens[i, j])
-        if n:
-            e = onp.exp(X[i, j, :n] - X[i, j, :n].max())
-            out[i, j, :n] = e / e.sum()
-    return out
 
 
 LAYERS = ("W_q", "W_k", "W_v", "W_o")

@@ -1,0 +1,20 @@
+"""Independent NumPy references shared by several test files."""
+import numpy as onp
+
+
+def np_masked_softmax(X, lens=None):
+    """Reference in float64: softmax over the first n scores of each row, zeros after.
+
+    X: (b, q, k); lens: None, (b,) or (b, q).
+    """
+    X = onp.asarray(X, float)
+    b, q, k = X.shape
+    lens = onp.full((b, q), k) if lens is None else \
+        onp.broadcast_to(onp.reshape(lens, (b, -1)), (b, q))
+    out = onp.zeros_like(X)
+    for i, j in onp.ndindex(b, q):
+        n = int(lens[i, j])
+        if n:
+            e = onp.exp(X[i, j, :n] - X[i, j, :n].max())
+            out[i, j, :n] = e / e.sum()
+    return out
