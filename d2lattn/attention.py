@@ -10,6 +10,7 @@ import numpy as onp
 from mxnet import gluon, np, npx
 
 from ._checks import check_int, check_rate
+from ._ops import sequence_mask, transpose
 
 
 def masked_softmax(X, valid_lens):
@@ -25,25 +26,26 @@ def masked_softmax(X, valid_lens):
     _check_3d("X", X)
     if X.shape[-1] == 0:
         raise ValueError(f"X must have at least one key position, got shape {X.shape}")
-    if valid_lens is not None:
-        _check_valid_lens(valid_lens, X.shape)
-    return _masked_softmax(X, valid_lens)
+    has_empty = valid_lens is not None and _check_valid_lens(valid_lens, X.shape)
+    return _masked_softmax(X, valid_lens, has_empty)
 
 
-def _masked_softmax(X, valid_lens):
-    """masked_softmax without the checks of ``valid_lens``' values (a host round trip)."""
+def _masked_softmax(X, valid_lens, has_empty=True):
+    """masked_softmax without the checks of ``valid_lens``' values (a host round trip);
+    ``has_empty=False`` promises that no valid length is 0."""
     if valid_lens is None:
         return npx.softmax(X, axis=-1)
     shape = X.shape
     lens = valid_lens.as_in_ctx(X.ctx).astype(X.dtype).reshape(shape[0], -1)
     lens = np.broadcast_to(lens, shape[:2]).reshape(-1)
     rows = X.reshape(-1, shape[-1])
-    # Masked scores become -inf. Each row keeps at least one key so that its softmax stays
-    # finite; a second mask then zeroes the rows of length 0. (npx.sequence_mask is ~3x
-    # faster than npx.softmax(use_length=True) on large score tensors.)
-    rows = npx.sequence_mask(rows, np.maximum(lens, 1), True, value=-onp.inf, axis=1)
-    weights = npx.sequence_mask(npx.softmax(rows, axis=-1), lens, True, value=0, axis=1)
-    return weights.reshape(shape)
+    # Masked scores become -inf, so they get weight exactly 0. A row of length 0 keeps one
+    # key so that its softmax stays finite, and a second mask then zeroes it. (Masking is
+    # ~3x faster than npx.softmax(use_length=True) on large score tensors.)
+    if not has_empty:
+        return npx.softmax(sequence_mask(rows, lens, -onp.inf), axis=-1).reshape(shape)
+    rows = sequence_mask(rows, np.maximum(lens, 1), -onp.inf)
+    return sequence_mask(npx.softmax(rows, axis=-1), lens, 0).reshape(shape)
 
 
 def _check_3d(name, x):
@@ -55,7 +57,8 @@ def _check_3d(name, x):
 
 
 def _check_valid_lens(valid_lens, shape):
-    """Raise unless ``valid_lens`` fits scores of ``shape`` (batch, queries, keys)."""
+    """Raise unless ``valid_lens`` fits scores of ``shape`` (batch, queries, keys); return
+    whether some length is 0."""
     batch, queries, keys = shape
     if not isinstance(valid_lens, np.ndarray):
         raise TypeError("valid_lens must be None or an mxnet.np.ndarray, got "
@@ -69,6 +72,7 @@ def _check_valid_lens(valid_lens, shape):
     if bad.size:
         raise ValueError(f"valid_lens must hold integers in [0, {keys}] (the number of keys), "
                          f"got {bad[:5].tolist()}")
+    return bool((lens == 0).any())
 
 
 class ScoredAttention(gluon.nn.Block):
@@ -85,8 +89,9 @@ class ScoredAttention(gluon.nn.Block):
         super().__init__(**kwargs)
         self.dropout = gluon.nn.Dropout(check_rate("dropout", dropout))
         self.attention_weights = None
-        # The valid_lens last checked, and for which scores: a decoder passes it every step.
-        self._checked_lens, self._checked_shape = None, None
+        # The valid_lens last checked, for which scores, and whether it holds a 0: a decoder
+        # passes the same valid_lens every step.
+        self._checked_lens, self._checked_shape, self._has_empty = None, None, True
 
     def score(self, queries, keys):
         """Scores (batch, queries, keys) of every query against every key."""
@@ -98,9 +103,9 @@ class ScoredAttention(gluon.nn.Block):
         _check_3d("scores", scores)
         if valid_lens is not None and (valid_lens is not self._checked_lens
                                        or scores.shape != self._checked_shape):
-            _check_valid_lens(valid_lens, scores.shape)
+            self._has_empty = _check_valid_lens(valid_lens, scores.shape)
             self._checked_lens, self._checked_shape = valid_lens, scores.shape
-        self.attention_weights = _masked_softmax(scores, valid_lens)
+        self.attention_weights = _masked_softmax(scores, valid_lens, self._has_empty)
         return npx.batch_dot(self.dropout(self.attention_weights), values)
 
 
@@ -222,7 +227,7 @@ def transpose_qkv(X, num_heads):
     if num_hiddens % num_heads:
         raise ValueError(f"the last axis of X ({num_hiddens}) must be divisible by num_heads = "
                          f"{num_heads}, got X of shape {X.shape}")
-    X = X.reshape(batch, n, num_heads, num_hiddens // num_heads).transpose(0, 2, 1, 3)
+    X = transpose(X.reshape(batch, n, num_heads, num_hiddens // num_heads), (0, 2, 1, 3))
     return X.reshape(batch * num_heads, n, num_hiddens // num_heads)
 
 
@@ -234,7 +239,7 @@ def transpose_output(X, num_heads):
     if rows % num_heads:
         raise ValueError(f"the first axis of X ({rows}) must be divisible by num_heads = "
                          f"{num_heads}, got X of shape {X.shape}")
-    X = X.reshape(rows // num_heads, num_heads, n, p).transpose(0, 2, 1, 3)
+    X = transpose(X.reshape(rows // num_heads, num_heads, n, p), (0, 2, 1, 3))
     return X.reshape(rows // num_heads, n, num_heads * p)
 
 
@@ -258,7 +263,8 @@ class MultiHeadAttention(gluon.nn.Block):
     :func:`transpose_qkv`) and the queries attend to every cached key, so ``valid_lens``
     counts cached keys. A step then projects only its new tokens: O(steps so far) work
     instead of re-projecting the whole prefix. Keys and values with 0 positions attend to
-    the cache as it is (e.g. encoder outputs projected once, for cross-attention).
+    the cache as it is, without projecting anything (e.g. encoder outputs projected once,
+    for cross-attention).
 
     ``attention_weights``: the last call's weights per head, (batch, num_heads, queries,
     keys), before dropout.
@@ -294,10 +300,13 @@ class MultiHeadAttention(gluon.nn.Block):
             _check_width(name, x, layer, getattr(self, layer))
         h = self.num_heads
         q = transpose_qkv(self.W_q(queries), h)
-        k = transpose_qkv(self.W_k(keys), h)
-        v = transpose_qkv(self.W_v(values), h)
-        if cache is not None:
-            k, v = _extend_cache(cache, k, v)
+        if cache is not None and keys.shape[1] == 0 and "k" in _checked_cache(cache):
+            k, v = _cached(cache, q.shape)  # e.g. encoder outputs projected once
+        else:
+            k = transpose_qkv(self.W_k(keys), h)
+            v = transpose_qkv(self.W_v(values), h)
+            if cache is not None:
+                k, v = _extend_cache(cache, k, v)
         valid_lens = self._per_head(valid_lens, (queries.shape[0], queries.shape[1], k.shape[1]))
         return self.W_o(transpose_output(self.attention(q, k, v, valid_lens), h))
 
@@ -320,11 +329,24 @@ def _check_width(name, x, layer, dense):
                          f"{name} of shape {x.shape}")
 
 
-def _extend_cache(cache, k, v):
-    """Append projected keys and values to ``cache`` (a dict) and return the whole cache."""
+def _checked_cache(cache):
     if not isinstance(cache, dict):
         raise TypeError(f"cache must be None or a dict, got {type(cache).__name__}")
-    if "k" in cache:
+    return cache
+
+
+def _cached(cache, q_shape):
+    """The cached keys and values, checked against the per-head queries' shape."""
+    k, v = cache["k"], cache["v"]
+    if k.shape[::2] != q_shape[::2] or v.shape[0] != q_shape[0]:
+        raise ValueError(f"the cache must hold keys and values for the queries {q_shape} "
+                         f"(per head), got cache k {k.shape}, v {v.shape}")
+    return k, v
+
+
+def _extend_cache(cache, k, v):
+    """Append projected keys and values to ``cache`` (a dict) and return the whole cache."""
+    if "k" in _checked_cache(cache):
         if cache["k"].shape[::2] != k.shape[::2] or cache["v"].shape[::2] != v.shape[::2]:
             raise ValueError("the cache must hold (batch * num_heads, steps, num_hiddens / "
                              f"num_heads) arrays matching the new keys {k.shape}, got cache "

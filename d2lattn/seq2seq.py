@@ -168,8 +168,8 @@ class Seq2SeqAttentionDecoder(AttentionDecoder):
         return np.concatenate(self._attention_weights, axis=1)
 
 
-def _check_tokens(X, valid_len):
+def _check_tokens(X, valid_len, name="X"):
     if X.ndim != 2:
-        raise ValueError(f"X must be (batch, steps) token ids, got shape {X.shape}")
+        raise ValueError(f"{name} must be (batch, steps) token ids, got shape {X.shape}")
     if valid_len is not None and valid_len.shape != X.shape[:1]:
         raise ValueError(f"valid_len must have shape ({X.shape[0]},), got {valid_len.shape}")

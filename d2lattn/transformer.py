@@ -4,36 +4,46 @@ Shapes are batch-major: tokens (batch, steps), hidden states (batch, steps, num_
 Masks are explicit and do not depend on the training mode: encoder self-attention and
 encoder-decoder attention skip source padding (``valid_lens`` (batch,)); decoder
 self-attention is causal, the token at position t sees positions 0..t (valid lengths
-t + 1 per query). The decoder keeps each block's projected keys and values in its state, so
-decoding one token at a time costs O(n) per token and gives the same logits as one call on
-the whole target.
+t + 1 per query). The decoder keeps each block's projected keys and values in its state (and
+the encoder outputs projected once for encoder-decoder attention), so decoding one token at
+a time costs O(n) per token and gives the same logits as one call on the whole target.
 """
 import math
 
-from mxnet import np
+from mxnet import np, npx
 from mxnet.gluon import nn
 
-from ._checks import check_int, check_rate
+from ._checks import check_int, check_positive, check_rate
 from .attention import MultiHeadAttention
 from .positional import PositionalEncoding
 from .seq2seq import AttentionDecoder, Encoder, _check_tokens
 
 
-class PositionWiseFFN(nn.Block):
-    """The same two-layer MLP at every position: Dense(ffn_num_hiddens, ReLU), Dense(outputs).
+# GELU(x) = x * Phi(x), Phi the standard normal CDF (MXNet's is the exact, erf-based one).
+_ACTIVATIONS = {"relu": lambda X: npx.relu(X),
+                "gelu": lambda X: npx.leaky_relu(X, act_type="gelu")}
 
-    X (..., steps, d) -> (..., steps, ffn_num_outputs).
+
+class PositionWiseFFN(nn.Block):
+    """The same two-layer MLP at every position: Dense(ffn_num_hiddens), activation, Dense.
+
+    X (..., steps, d) -> (..., steps, ffn_num_outputs). ``activation``: "relu" (Vaswani et
+    al.) or "gelu" (BERT, GPT).
     """
 
-    def __init__(self, ffn_num_hiddens, ffn_num_outputs, **kwargs):
+    def __init__(self, ffn_num_hiddens, ffn_num_outputs, activation="relu", **kwargs):
         super().__init__(**kwargs)
         self.dense1 = nn.Dense(check_int("ffn_num_hiddens", ffn_num_hiddens, minimum=1),
-                               flatten=False, activation="relu")
+                               flatten=False)
         self.dense2 = nn.Dense(check_int("ffn_num_outputs", ffn_num_outputs, minimum=1),
                                flatten=False)
+        if activation not in _ACTIVATIONS:
+            raise ValueError(f"activation must be one of {sorted(_ACTIVATIONS)}, got "
+                             f"{activation!r}")
+        self.activation = activation
 
     def forward(self, X):
-        return self.dense2(self.dense1(X))
+        return self.dense2(_ACTIVATIONS[self.activation](self.dense1(X)))
 
 
 class AddNorm(nn.Block):
@@ -48,13 +58,14 @@ class AddNorm(nn.Block):
     ``add_norm(X, Y)`` is d2l's call for a sublayer output Y already computed from
     ``add_norm.sublayer_input(X)``: LN(X + dropout(Y)) post-norm, X + dropout(Y) pre-norm.
     ``add_norm.wrap(X, f)`` applies the whole connection; the blocks use it.
-    X, Y: (batch, steps, d), the same shape.
+    X, Y: (batch, steps, d), the same shape. ``norm_eps``: the epsilon of the LayerNorm
+    (1e-5 here and in PyTorch, 1e-12 in BERT).
     """
 
-    def __init__(self, dropout, pre_norm=False, **kwargs):
+    def __init__(self, dropout, pre_norm=False, norm_eps=1e-5, **kwargs):
         super().__init__(**kwargs)
         self.dropout = nn.Dropout(check_rate("dropout", dropout))
-        self.ln = nn.LayerNorm()
+        self.ln = nn.LayerNorm(epsilon=check_positive("norm_eps", norm_eps))
         self.pre_norm = _check_bool("pre_norm", pre_norm)
 
     def sublayer_input(self, X):
@@ -76,16 +87,17 @@ class TransformerEncoderBlock(nn.Block):
     """Multi-head self-attention then the FFN, each inside an :class:`AddNorm`.
 
     forward(X (batch, steps, num_hiddens), valid_lens None or (batch,)) -> same shape as X;
-    keys beyond a sequence's valid length (padding) get no attention.
+    keys beyond a sequence's valid length (padding) get no attention. ``activation`` (of the
+    FFN) and ``norm_eps``: see :class:`PositionWiseFFN` and :class:`AddNorm`.
     """
 
     def __init__(self, num_hiddens, ffn_num_hiddens, num_heads, dropout, use_bias=False,
-                 pre_norm=False, **kwargs):
+                 pre_norm=False, activation="relu", norm_eps=1e-5, **kwargs):
         super().__init__(**kwargs)
         self.attention = MultiHeadAttention(num_hiddens, num_heads, dropout, use_bias)
-        self.addnorm1 = AddNorm(dropout, pre_norm)
-        self.ffn = PositionWiseFFN(ffn_num_hiddens, num_hiddens)
-        self.addnorm2 = AddNorm(dropout, pre_norm)
+        self.addnorm1 = AddNorm(dropout, pre_norm, norm_eps)
+        self.ffn = PositionWiseFFN(ffn_num_hiddens, num_hiddens, activation)
+        self.addnorm2 = AddNorm(dropout, pre_norm, norm_eps)
 
     def forward(self, X, valid_lens=None):
         Y = self.addnorm1.wrap(X, lambda Z: self.attention(Z, Z, Z, valid_lens))
@@ -132,10 +144,11 @@ class TransformerDecoderBlock(nn.Block):
     forward(X (batch, steps, num_hiddens), state) -> (same shape as X, state), with
     state = (enc_outputs (batch, src steps, num_hiddens), enc_valid_lens None or (batch,),
     caches, offset). ``X[:, j]`` is the token at position offset + j: it attends to the
-    keys at positions 0..offset + j, those cached in ``caches[i]`` (the projected keys
-    and values of earlier calls) and those of X up to itself. The returned state holds a new
-    ``caches[i]`` extended by X's keys and values; the given state is left unchanged.
-    Encoder-decoder attention skips source padding only.
+    keys at positions 0..offset + j, those cached in ``caches[i]["self"]`` (the projected
+    keys and values of earlier calls) and those of X up to itself. Encoder-decoder attention
+    skips source padding only; it projects the encoder outputs on the first call and keeps
+    them in ``caches[i]["cross"]``. The returned state holds a new ``caches[i]``; the given
+    state is left unchanged.
     """
 
     def __init__(self, num_hiddens, ffn_num_hiddens, num_heads, dropout, i, pre_norm=False,
@@ -151,11 +164,14 @@ class TransformerDecoderBlock(nn.Block):
 
     def forward(self, X, state):
         enc_outputs, enc_valid_lens, caches, offset = state
-        cache = dict(caches[self.i])  # the attention replaces its entries: state stays intact
+        # The attentions replace their cache entries, so copies leave the given state intact.
+        cache = {site: dict(entries) for site, entries in caches[self.i].items()}
         causal = _causal_lens(X.shape[0], X.shape[1], offset, X.ctx)
-        Y = self.addnorm1.wrap(X, lambda Z: self.attention1(Z, Z, Z, causal, cache))
-        Y = self.addnorm2.wrap(Y, lambda Z: self.attention2(Z, enc_outputs, enc_outputs,
-                                                            enc_valid_lens))
+        Y = self.addnorm1.wrap(X, lambda Z: self.attention1(Z, Z, Z, causal, cache["self"]))
+        # The encoder outputs are projected once; later calls pass 0 positions: use the cache.
+        enc = enc_outputs[:, :0] if "k" in cache["cross"] else enc_outputs
+        Y = self.addnorm2.wrap(Y, lambda Z: self.attention2(Z, enc, enc, enc_valid_lens,
+                                                            cache["cross"]))
         caches = caches[:self.i] + [cache] + caches[self.i + 1:]
         return self.addnorm3.wrap(Y, self.ffn), (enc_outputs, enc_valid_lens, caches, offset)
 
@@ -164,7 +180,8 @@ class TransformerDecoder(AttentionDecoder):
     """The Transformer decoder: embedding * sqrt(d) + positions, ``num_blks`` blocks, Dense.
 
     ``init_state(enc_outputs, enc_valid_lens=None)`` -> state = (enc_outputs, enc_valid_lens,
-    one empty key/value cache per block, offset 0). ``forward(X (batch, steps), state)`` ->
+    per block an empty key/value cache for each attention, ``{"self": {}, "cross": {}}``,
+    offset 0). ``forward(X (batch, steps), state)`` ->
     (logits (batch, steps, vocab_size), state with the caches extended and the offset
     advanced by ``steps``): feeding a target in one call or one token per call gives the same
     logits. ``reorder_state(state, indices)`` keeps the batch rows ``indices`` (caches
@@ -202,7 +219,8 @@ class TransformerDecoder(AttentionDecoder):
         if enc_valid_lens is not None and enc_valid_lens.shape != enc_outputs.shape[:1]:
             raise ValueError(f"enc_valid_lens must have shape ({enc_outputs.shape[0]},), got "
                              f"{enc_valid_lens.shape}")
-        return enc_outputs, enc_valid_lens, [{} for _ in range(self.num_blks)], 0
+        caches = [{"self": {}, "cross": {}} for _ in range(self.num_blks)]
+        return enc_outputs, enc_valid_lens, caches, 0
 
     def forward(self, X, state):
         batch = state[0].shape[0]
@@ -219,8 +237,9 @@ class TransformerDecoder(AttentionDecoder):
     def reorder_state(self, state, indices):
         enc_outputs, enc_valid_lens, caches, offset = state
         valid = None if enc_valid_lens is None else enc_valid_lens[indices]
-        caches = [{key: _reorder_heads(value, indices, enc_outputs.shape[0])
-                   for key, value in cache.items()} for cache in caches]
+        caches = [{site: {key: _reorder_heads(value, indices, enc_outputs.shape[0])
+                          for key, value in entries.items()}
+                   for site, entries in cache.items()} for cache in caches]
         return enc_outputs[indices], valid, caches, offset
 
     @property

@@ -277,6 +277,11 @@ def test_the_cache_rejects_bad_input():
     with pytest.raises(ValueError, match=r"the cache must hold .* matching the new keys "
                                          r"\(3, 5, 4\), got cache k \(6, 5, 4\)"):
         net(q[:1], k[:1], v[:1], None, cache)
+    with pytest.raises(TypeError, match="cache must be None or a dict, got tuple"):
+        net(q, k[:, :0], v[:, :0], None, ())
+    with pytest.raises(ValueError, match=r"the cache must hold keys and values for the queries "
+                                         r"\(3, 3, 4\) \(per head\), got cache k \(6, 5, 4\)"):
+        net(q[:1], k[:1, :0], v[:1, :0], None, cache)
 
 
 # --- device, bad input --------------------------------------------------------------------------

@@ -8,6 +8,7 @@ import numpy as onp
 import pytest
 from mxnet import autograd, gluon, init, np
 
+from d2lattn.attention import transpose_qkv
 from d2lattn.decoding import beam_search, greedy_search
 from d2lattn.seq2seq import Decoder, EncoderDecoder
 from d2lattn.text import Vocab
@@ -178,11 +179,36 @@ def test_ffn_matches_numpy_and_its_input_gradient(cpu1):
                                 rtol=1e-5, atol=1e-6)
 
 
+def test_gelu_ffn_matches_the_erf_gelu():
+    ffn = PositionWiseFFN(5, 3, activation="gelu")
+    ffn.initialize(init.Normal(0.5))
+    x = onp.random.default_rng(1).normal(size=(2, 4, 6))
+    out = ffn(np.array(x, dtype="float32")).asnumpy()
+    hidden = np_dense(x, ffn.dense1)
+    gelu = hidden * 0.5 * (1 + onp.vectorize(math.erf)(hidden / math.sqrt(2)))
+    onp.testing.assert_allclose(out, np_dense(gelu, ffn.dense2), rtol=1e-5, atol=1e-6)
+
+
 @pytest.mark.parametrize("args, name", [((0, 3), "ffn_num_hiddens"),
                                         ((4, 2.5), "ffn_num_outputs")])
 def test_ffn_rejects_bad_sizes(args, name):
     with pytest.raises(ValueError, match=f"{name} must be an int >= 1"):
         PositionWiseFFN(*args)
+    with pytest.raises(ValueError, match=r"activation must be one of \['gelu', 'relu'\], "
+                                         r"got 'tanh'"):
+        PositionWiseFFN(4, 3, activation="tanh")
+
+
+def test_add_norm_uses_its_epsilon():
+    # A row with variance 1e-6: LN gives (x - mean) / sqrt(1e-6 + eps), far from 1 for eps 1e-5.
+    x = np.array([[[0.0, 0.002]]]) - 0.001
+    for eps in (1e-5, 1e-12):
+        add_norm = AddNorm(0.0, norm_eps=eps)
+        add_norm.initialize()
+        out = add_norm(x, np.zeros_like(x)).asnumpy()
+        onp.testing.assert_allclose(out, [[[-1, 1]]] / onp.sqrt(1 + eps / 1e-6), rtol=1e-3)
+    with pytest.raises(ValueError, match="norm_eps must be a positive finite number, got 0"):
+        AddNorm(0.1, norm_eps=0)
 
 
 def test_post_norm_by_hand():
@@ -285,7 +311,10 @@ def test_decoder_matches_numpy_with_causal_and_source_masks(pre_norm, tie_weight
                                     rtol=1e-4, atol=1e-6)
     onp.testing.assert_allclose(net.decoder.attention_weights.asnumpy(),
                                 weights[-1][1].mean(axis=1), rtol=1e-4, atol=1e-6)
-    assert state[3] == 6 and all(c["k"].shape == (3 * HEADS, 6, D // HEADS) for c in state[2])
+    assert state[3] == 6
+    for cache in state[2]:
+        assert cache["self"]["k"].shape == cache["self"]["v"].shape == (3 * HEADS, 6, D // HEADS)
+        assert cache["cross"]["k"].shape == (3 * HEADS, SRC.shape[1], D // HEADS)
 
 
 @pytest.mark.parametrize("training", [False, True], ids=["predict", "train"])
@@ -321,7 +350,22 @@ def test_cached_decoding_equals_one_call_on_the_whole_target(pre_norm, pieces):
     whole, _ = decode_in_pieces(net, [6])
     stepwise, state = decode_in_pieces(net, pieces)
     onp.testing.assert_allclose(stepwise, whole, rtol=1e-5, atol=1e-5)
-    assert state[3] == 6 and state[2][0]["k"].shape[1] == 6
+    assert state[3] == 6 and state[2][0]["self"]["k"].shape[1] == 6
+
+
+def test_encoder_outputs_are_projected_once_per_block_when_decoding():
+    net = make_net()
+    calls = []
+    for blk in net.decoder.blks:
+        blk.attention2.W_k.register_forward_hook(lambda block, x, y: calls.append(x[0].shape))
+    state = net.decoder.init_state(net.encoder(SRC, SRC_LENS), SRC_LENS)
+    for t in range(4):
+        _, state = net.decoder(TGT[:, t:t + 1], state)
+    assert calls == [(3, SRC.shape[1], D)] * len(net.decoder.blks)
+    blk = net.decoder.blks[0]
+    expected = transpose_qkv(blk.attention2.W_k(state[0]), HEADS)
+    onp.testing.assert_allclose(state[2][0]["cross"]["k"].asnumpy(), expected.asnumpy(),
+                                rtol=1e-6)
 
 
 def test_decoder_leaves_the_given_state_unchanged():
@@ -330,7 +374,7 @@ def test_decoder_leaves_the_given_state_unchanged():
     first, _ = net.decoder(TGT[:, :2], state)
     again, _ = net.decoder(TGT[:, :2], state)
     onp.testing.assert_array_equal(again.asnumpy(), first.asnumpy())
-    assert state[3] == 0 and state[2] == [{}, {}]
+    assert state[3] == 0 and state[2] == [{"self": {}, "cross": {}}] * 2
 
 
 def test_reorder_state_reorders_the_caches():
@@ -437,7 +481,7 @@ def test_model_trains_and_decodes_on_cpu1(pre_norm, cpu1):
         logits, state = net(src, tgt, lens)
         logits.sum().backward()
     assert logits.ctx == cpu1 and state[0].ctx == cpu1
-    assert all(c[k].ctx == cpu1 for c in state[2] for k in c)
+    assert all(x.ctx == cpu1 for c in state[2] for site in c.values() for x in site.values())
     assert all(p.grad().ctx == cpu1 for p in net.collect_params().values())
     net, _ = search_nets(ctx=cpu1)
     translations, weights = greedy_search(net, SOURCES, WORDS, WORDS, 5, cpu1)
