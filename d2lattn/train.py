@@ -1,6 +1,6 @@
 """Training: reproducible seeds, timers and running sums, the masked sequence loss (with
 optional label smoothing), gradient clipping, the Transformer's warm-up learning-rate schedule
-and the sequence-to-sequence training loop."""
+and the training loops of sequence-to-sequence models and of BERT."""
 import random
 import time
 
@@ -204,6 +204,69 @@ def train_seq2seq(net, data_iter, lr, num_epochs, tgt_vocab, device, val_iter=No
           + (f", validation {history['val'][-1]:.3f}" if val_iter is not None else "")
           + f"; {total[1] / timer.times[-1]:.0f} tokens/sec on {device}")
     return history
+
+
+_CE = gluon.loss.SoftmaxCrossEntropyLoss()
+
+
+def bert_batch_loss(net, tokens, segments, valid_lens, pred_positions, mlm_weights, mlm_labels,
+                    nsp_labels):
+    """The two pretraining losses of a :class:`d2lattn.bert.BERTModel` on one batch (arrays
+    as yielded by :func:`d2lattn.data.pretrain.load_data_bert`, on the model's device).
+
+    Returns ``(mlm, nsp)``: the cross-entropy averaged over the real prediction slots
+    (``mlm_weights`` 1; padding slots weigh 0) and over the sentence pairs.
+    """
+    _, mlm_Y_hat, nsp_Y_hat = net(tokens, segments, valid_lens, pred_positions)
+    weights = mlm_weights.reshape(-1)
+    mlm = _CE(mlm_Y_hat.reshape(-1, mlm_Y_hat.shape[-1]), mlm_labels.reshape(-1)) * weights
+    return mlm.sum() / np.maximum(weights.sum(), 1), _CE(nsp_Y_hat, nsp_labels).mean()
+
+
+def train_bert(train_iter, net, num_steps, devices, lr=1e-3):
+    """Pretrain BERT with Adam for ``num_steps`` minibatches, drawing both losses live.
+
+    ``devices``: a list of contexts (e.g. ``try_all_gpus()``); each batch is split across
+    them and the gradients of the per-device losses (MLM + NSP) are averaged. ``net`` is
+    (re)initialised with Xavier on ``devices``.
+    Returns ``{"mlm": [...], "nsp": [...]}``, the losses of every step.
+    """
+    num_steps = check_int("num_steps", num_steps, minimum=1)
+    if not isinstance(devices, (list, tuple)) or not devices:
+        raise ValueError(f"devices must be a non-empty list of contexts, got {devices!r}")
+    net.initialize(mx.init.Xavier(), force_reinit=True, ctx=list(devices))
+    trainer = gluon.Trainer(net.collect_params(), "adam", {"learning_rate": lr})
+    animator = Animator(xlabel="step", ylabel="loss", legend=["mlm", "nsp"],
+                        xlim=[1, num_steps])
+    history, timer, pairs = {"mlm": [], "nsp": []}, Timer(), 0
+    with tqdm(total=num_steps, desc="steps", mininterval=1) as progress:
+        while len(history["mlm"]) < num_steps:
+            for batch in train_iter:
+                shards = [_split_and_load(x, devices) for x in batch]
+                with autograd.record():
+                    losses = [bert_batch_loss(net, *shard) for shard in zip(*shards)]
+                    for mlm, nsp in losses:
+                        (mlm + nsp).backward()
+                trainer.step(len(losses))
+                for key, i in (("mlm", 0), ("nsp", 1)):
+                    history[key].append(sum(float(l[i]) for l in losses) / len(losses))
+                pairs += batch[0].shape[0]
+                animator.add(len(history["mlm"]), [history["mlm"][-1], history["nsp"][-1]])
+                progress.update()
+                if len(history["mlm"]) == num_steps:
+                    break
+    timer.stop()
+    print(f"MLM loss {history['mlm'][-1]:.3f}, NSP loss {history['nsp'][-1]:.3f}; "
+          f"{pairs / timer.times[-1]:.1f} sentence pairs/sec on {list(devices)}")
+    return history
+
+
+def _split_and_load(X, devices):
+    """Consecutive slices of X's first axis, one per device and moved there (the last devices
+    get none when X has fewer rows). Gluon's split_and_load fails with numpy 2's integers."""
+    bounds = [X.shape[0] * i // len(devices) for i in range(len(devices) + 1)]
+    return [X[a:b].as_in_ctx(device)
+            for a, b, device in zip(bounds, bounds[1:], devices) if b > a]
 
 
 def _optimizer_params(lr, lr_scheduler):

@@ -1,0 +1,342 @@
+import random
+
+import numpy as onp
+import pydoc_data.topics
+import pytest
+
+from d2lattn.data.pretrain import (RESERVED_TOKENS, _get_mlm_data_from_tokens,
+                                   _get_next_sentence, _get_nsp_data_from_paragraph,
+                                   _pad_bert_inputs, _replace_mlm_tokens, _tokenize,
+                                   load_data_bert, read_pydoc_paragraphs)
+from d2lattn.text import Vocab
+
+UNK, PAD, MASK, CLS, SEP = range(5)  # indices of '<unk>' and RESERVED_TOKENS
+
+
+def abc_vocab():
+    """['<unk>', '[PAD]', '[MASK]', '[CLS]', '[SEP]', 'a', 'b', 'c']: a = 5, b = 6, c = 7."""
+    return Vocab([['a', 'a', 'a', 'b', 'b', 'c']], reserved_tokens=RESERVED_TOKENS)
+
+
+class AlwaysNext:
+    """A stand-in for random.Random whose random() is 0: _get_next_sentence keeps every pair."""
+
+    def random(self):
+        return 0.0
+
+
+@pytest.fixture(scope="module")
+def corpus():
+    """The tokenized paragraphs load_data_bert works on."""
+    return [[_tokenize(s) for s in p] for p in read_pydoc_paragraphs()]
+
+
+@pytest.fixture(scope="module")
+def bert_data():
+    """(numpy arrays of the whole dataset, vocab) for batch_size 32, max_len 64, seed 0."""
+    data_iter, vocab = load_data_bert(32)
+    return [a.asnumpy() for a in data_iter.arrays], vocab
+
+
+def binomial_tol(p, n):
+    """4 standard deviations of a proportion of n draws with probability p: a correct
+    implementation fails with probability ~6e-5, an 80/10/10 swapped for 80/20/0 always does."""
+    return 4 * (p * (1 - p) / n) ** 0.5
+
+
+# --- read_pydoc_paragraphs --------------------------------------------------------------------
+
+FAKE_TOPICS = {
+    "b-topic": ("Heading\n*******\n\n"
+                "First sentence here. Second one, e.g. \"this\" stays. Third?\n"
+                "Yes \"quoted\" starts [2] a sentence!\n\n"
+                "A single sentence is no paragraph.\n\n"
+                "Code follows. It is dropped:\n\n"
+                "   if x:\n       pass\n\n"
+                "Prompt block. It has >>> in it.\n\n"
+                "Grammar block. stmt ::= expr\n\n"
+                "+----+\n| table. Row |\n+----+\n\n"
+                "Sub heading. Really\n===================\n"),
+    "a-topic": "Alpha comes first. Because topics are sorted.\n\n\n"
+               "List item. Indented\n   continuation is dropped.\n",
+}
+
+
+def test_read_pydoc_paragraphs_by_hand(monkeypatch):
+    monkeypatch.setattr(pydoc_data.topics, "topics", FAKE_TOPICS)
+    assert read_pydoc_paragraphs() == [
+        ["alpha comes first.", "because topics are sorted."],
+        ["first sentence here.", "second one, e.g. \"this\" stays.", "third?",
+         "yes \"quoted\" starts a sentence!"],
+        ["code follows.", "it is dropped:"],
+    ]
+
+
+def test_read_pydoc_paragraphs_on_the_real_corpus():
+    paragraphs = read_pydoc_paragraphs()
+    assert len(paragraphs) > 400 and paragraphs == read_pydoc_paragraphs()  # deterministic
+    assert all(len(p) >= 2 and all(isinstance(s, str) and s == s.lower() and s.strip() == s
+                                   and s for s in p) for p in paragraphs)
+    sentences = [s for p in paragraphs for s in p]
+    assert not any(">>>" in s or "::=" in s or "+---" in s or "***" in s for s in sentences)
+    # The assert topic's last paragraph, and not its code "if __debug__: ...".
+    assert ['assignments to "__debug__" are illegal.',
+            "the value for the built-in variable is determined when the interpreter starts."] \
+        in paragraphs
+    assert not any(s.startswith("if __debug__") for s in sentences)
+
+
+def test_tokenize_splits_words_and_single_punctuation():
+    assert _tokenize('the "in" operator, e.g. x[i]...') == [
+        'the', '"', 'in', '"', 'operator', ',', 'e', '.', 'g', '.', 'x', '[', 'i', ']',
+        '.', '.', '.']
+    assert _tokenize("[cls] __init__ 3.5") == ['[', 'cls', ']', '__init__', '3', '.', '5']
+
+
+# --- next-sentence prediction -----------------------------------------------------------------
+
+def test_get_next_sentence_is_half_true_and_draws_random_paragraphs():
+    rng, n = random.Random(0), 20000
+    paragraphs = [[["p"]], [["q1"], ["q2"]]]
+    draws = [_get_next_sentence(["s"], ["next"], paragraphs, rng) for _ in range(n)]
+    assert all(a == ["s"] and (b == ["next"]) == is_next for a, b, is_next in draws)
+    true_rate = sum(is_next for *_, is_next in draws) / n
+    assert abs(true_rate - 0.5) < binomial_tol(0.5, n)
+    # A random paragraph, then a random sentence of it: p 1/2, q1 1/4, q2 1/4.
+    others = [b[0] for _, b, is_next in draws if not is_next]
+    for sentence, p in [("p", 0.5), ("q1", 0.25), ("q2", 0.25)]:
+        assert abs(others.count(sentence) / len(others) - p) < binomial_tol(p, len(others))
+
+
+def test_get_nsp_data_from_paragraph_by_hand():
+    paragraph = [["a"] * 2, ["b"] * 3, ["c"] * 4]
+    # [CLS] a a [SEP] b b b [SEP] is 8 tokens and fits; b + c with 3 specials is 10 and not.
+    assert _get_nsp_data_from_paragraph(paragraph, [paragraph], 8, AlwaysNext()) == [
+        (["[CLS]", "a", "a", "[SEP]", "b", "b", "b", "[SEP]"], [0] * 4 + [1] * 4, True)]
+    assert len(_get_nsp_data_from_paragraph(paragraph, [paragraph], 10, AlwaysNext())) == 2
+
+
+def test_nsp_pairs_of_the_corpus_are_consecutive_when_labelled_next(corpus):
+    rng, max_len = random.Random(0), 64
+    sentences = {tuple(s) for p in corpus for s in p}
+    num_next = num_pairs = 0
+    for paragraph in corpus:
+        data = _get_nsp_data_from_paragraph(paragraph, corpus, max_len, rng)
+        firsts = [tokens[1:tokens.index("[SEP]")] for tokens, _, _ in data]
+        assert all(f in paragraph[:-1] for f in firsts)
+        for tokens, segments, is_next in data:
+            sep = tokens.index("[SEP]")
+            first, second = tokens[1:sep], tokens[sep + 1:-1]
+            assert tokens[0] == "[CLS]" and tokens[-1] == "[SEP]" and len(tokens) <= max_len
+            assert segments == [0] * (sep + 1) + [1] * (len(tokens) - sep - 1)
+            if is_next:
+                assert paragraph[paragraph.index(first) + 1] == second
+            assert tuple(second) in sentences
+            num_next += is_next
+        num_pairs += len(data)
+    assert num_pairs > 600
+    assert abs(num_next / num_pairs - 0.5) < binomial_tol(0.5, num_pairs)
+
+
+# --- masked language modeling -----------------------------------------------------------------
+
+def test_replace_mlm_tokens_is_80_10_10_with_normal_random_tokens():
+    # 'x' is not in the vocabulary, so each selected token is either kept ('x'), masked, or
+    # replaced by a random token that must be a normal one: a, b or c.
+    n, k = 30000, 20000
+    tokens, candidates = ["x"] * n, list(range(n))
+    mlm_input, positions_labels = _replace_mlm_tokens(tokens, candidates, k, abc_vocab(),
+                                                      random.Random(0))
+    assert candidates == list(range(n))  # not shuffled in place (d2l's did)
+    positions = [p for p, _ in positions_labels]
+    assert len(set(positions)) == k and positions == sorted(positions)
+    assert all(label == "x" for _, label in positions_labels)
+    chosen = [mlm_input[p] for p in positions]
+    assert set(chosen) == {"[MASK]", "x", "a", "b", "c"}
+    for token_set, p in [({"[MASK]"}, 0.8), ({"x"}, 0.1), ({"a", "b", "c"}, 0.1), ({"a"}, 0.1 / 3),
+                         ({"b"}, 0.1 / 3), ({"c"}, 0.1 / 3)]:
+        rate = sum(t in token_set for t in chosen) / k
+        assert abs(rate - p) < binomial_tol(p, k), (token_set, rate)
+    assert sum(t != "x" for t in mlm_input) == sum(t != "x" for t in chosen)  # others untouched
+
+
+@pytest.mark.parametrize("num_words, num_preds", [(1, 1), (3, 1), (4, 1), (10, 2), (20, 3),
+                                                  (40, 6), (59, 9)])
+def test_get_mlm_data_selects_rounded_15_percent_of_the_words(num_words, num_preds):
+    words = ["a", "b", "c"] * 20
+    tokens = ["[CLS]"] + words[:num_words] + ["[SEP]"]
+    token_ids, positions, labels = _get_mlm_data_from_tokens(tokens, abc_vocab(), random.Random(1))
+    assert len(positions) == len(labels) == num_preds
+    assert all(1 <= p <= num_words for p in positions)
+    assert labels == abc_vocab()[[tokens[p] for p in positions]]
+    assert token_ids[0] == CLS and token_ids[-1] == SEP
+
+
+def test_get_mlm_data_selects_each_word_with_probability_15_percent():
+    # [CLS] 20 words [SEP] 20 words [SEP]: 40 candidates, 6 selected each time.
+    tokens = ["[CLS]"] + ["a"] * 20 + ["[SEP]"] + ["b"] * 20 + ["[SEP]"]
+    vocab, rng, n = abc_vocab(), random.Random(2), 3000
+    counts = onp.zeros(len(tokens))
+    for _ in range(n):
+        token_ids, positions, labels = _get_mlm_data_from_tokens(tokens, vocab, rng)
+        assert len(positions) == 6 and labels == vocab[[tokens[p] for p in positions]]
+        unselected = [i for i in range(len(tokens)) if i not in positions]
+        assert [token_ids[i] for i in unselected] == vocab[[tokens[i] for i in unselected]]
+        counts[positions] += 1
+    assert counts[[0, 21, 42]].sum() == 0  # [CLS] and [SEP] are never selected
+    rates = onp.delete(counts, [0, 21, 42]) / n
+    assert onp.abs(rates - 0.15).max() < binomial_tol(0.15, n)
+
+
+def test_get_mlm_data_labels_are_the_original_tokens_of_a_long_sequence():
+    words = [f"w{i}" for i in range(300)]
+    vocab = Vocab([words], reserved_tokens=RESERVED_TOKENS)
+    sample = onp.random.default_rng(0).choice(words, 10000).tolist()
+    tokens = ["[CLS]"] + sample[:5000] + ["[SEP]"] + sample[5000:] + ["[SEP]"]
+    token_ids, positions, labels = _get_mlm_data_from_tokens(tokens, vocab, random.Random(3))
+    assert len(positions) == 1500  # round(0.15 * 10000)
+    assert labels == vocab[[tokens[p] for p in positions]]
+    chosen = onp.array(token_ids)[positions]
+    assert chosen.min() >= MASK and not onp.isin(chosen, [PAD, CLS, SEP]).any()
+    mask_rate = (chosen == MASK).mean()
+    assert abs(mask_rate - 0.8) < binomial_tol(0.8, 1500)
+    # A random token equals the original with probability 1/300: 'kept' is 10% + 0.03%.
+    assert abs((chosen == onp.array(labels)).mean() - 0.1) < binomial_tol(0.1, 1500)
+
+
+def test_replace_mlm_tokens_rejects_a_vocab_without_the_reserved_tokens():
+    with pytest.raises(ValueError, match=r"vocab must start with \['<unk>', '\[PAD\]'"):
+        _replace_mlm_tokens(["a"], [0], 1, Vocab([["a"]]), random.Random(0))
+    with pytest.raises(ValueError, match="hold at least one other token"):
+        _replace_mlm_tokens(["a"], [0], 1, Vocab(reserved_tokens=RESERVED_TOKENS),
+                            random.Random(0))
+    with pytest.raises(TypeError, match="vocab must be a Vocab, got dict"):
+        _replace_mlm_tokens(["a"], [0], 1, {"a": 5}, random.Random(0))
+
+
+# --- _pad_bert_inputs -------------------------------------------------------------------------
+
+PAD_EXAMPLES = [  # (token_ids, pred_positions, mlm_label_ids, segments, is_next)
+    ([CLS, 5, MASK, SEP, 6, SEP], [2], [7], [0, 0, 0, 0, 1, 1], True),
+    ([CLS, 7, 6, 5, SEP, MASK, 5, MASK, 6, SEP], [2, 5, 7], [5, 5, 7], [0] * 5 + [1] * 5, False),
+]
+
+
+def test_pad_bert_inputs_by_hand():
+    arrays = _pad_bert_inputs(PAD_EXAMPLES, 20, abc_vocab())  # 3 prediction slots
+    tokens, segments, valid_lens, positions, weights, labels, nsp = (a.asnumpy() for a in arrays)
+    onp.testing.assert_array_equal(tokens, [
+        [CLS, 5, MASK, SEP, 6, SEP] + [PAD] * 14,
+        [CLS, 7, 6, 5, SEP, MASK, 5, MASK, 6, SEP] + [PAD] * 10])
+    onp.testing.assert_array_equal(segments, [[0, 0, 0, 0, 1, 1] + [0] * 14,
+                                              [0] * 5 + [1] * 5 + [0] * 10])
+    onp.testing.assert_array_equal(valid_lens, [6, 10])
+    onp.testing.assert_array_equal(positions, [[2, 0, 0], [2, 5, 7]])
+    onp.testing.assert_array_equal(weights, [[1, 0, 0], [1, 1, 1]])
+    onp.testing.assert_array_equal(labels, [[7, 0, 0], [5, 5, 7]])
+    onp.testing.assert_array_equal(nsp, [1, 0])
+    assert [a.dtype for a in arrays] == [onp.int32] * 4 + [onp.float32] + [onp.int32] * 2
+
+
+def test_pad_bert_inputs_follows_the_default_context(cpu1):
+    with cpu1:
+        arrays = _pad_bert_inputs(PAD_EXAMPLES, 24, abc_vocab())
+    assert all(a.ctx == cpu1 for a in arrays)
+    assert arrays[0].shape == (2, 24) and arrays[3].shape == (2, 4)  # round(3.6) = 4 slots
+
+
+@pytest.mark.parametrize("examples, max_len, bad", [
+    (PAD_EXAMPLES, 9, 1),  # 10 tokens > 9
+    ([([CLS, 5, 6, 7, 5, SEP], [1, 2, 3, 4], [5, 6, 7, 5], [0] * 6, True)], 10, 0),  # 4 > 2 slots
+])
+def test_pad_bert_inputs_rejects_examples_that_do_not_fit(examples, max_len, bad):
+    with pytest.raises(ValueError, match=rf"examples\[{bad}\] has \d+ tokens and \d predictions; "):
+        _pad_bert_inputs(examples, max_len, abc_vocab())
+
+
+# --- load_data_bert ---------------------------------------------------------------------------
+
+def test_load_data_bert_batch_shapes_and_dtypes():
+    data_iter, vocab = load_data_bert(32, max_len=40)
+    batch = next(iter(data_iter))
+    assert [a.shape for a in batch] == [(32, 40), (32, 40), (32,), (32, 6), (32, 6), (32, 6),
+                                        (32,)]
+    assert [a.dtype for a in batch] == [onp.int32] * 4 + [onp.float32] + [onp.int32] * 2
+    assert vocab.idx_to_token[:5] == ["<unk>", *RESERVED_TOKENS]
+
+
+def test_load_data_bert_rows_are_well_formed(bert_data):
+    (tokens, segments, valid_lens, positions, weights, labels, nsp), vocab = bert_data
+    n, max_len = tokens.shape
+    assert n > 600 and positions.shape == (n, 10)  # round(0.15 * 64)
+    for i in range(n):
+        length, row = valid_lens[i], tokens[i]
+        assert length == (row != PAD).sum() and (row[length:] == PAD).all()
+        seps = onp.flatnonzero(row == SEP)
+        assert row[0] == CLS and len(seps) == 2 and seps[1] == length - 1
+        steps = onp.arange(max_len)
+        onp.testing.assert_array_equal(segments[i], (steps > seps[0]) & (steps < length))
+        num_preds = max(1, round(0.15 * (length - 3)))
+        onp.testing.assert_array_equal(weights[i], onp.arange(10) < num_preds)
+        assert (positions[i, num_preds:] == 0).all() and (labels[i, num_preds:] == 0).all()
+        real = positions[i, :num_preds]
+        assert (onp.diff(real) > 0).all() and not onp.isin(real, [0, *seps]).any()
+        assert not onp.isin(labels[i, :num_preds], [PAD, MASK, CLS, SEP]).any()
+        assert not onp.isin(row[real], [PAD, CLS, SEP]).any()
+    assert set(nsp.tolist()) == {0, 1}
+    assert abs(nsp.mean() - 0.5) < binomial_tol(0.5, n)
+    chosen = tokens[onp.arange(n)[:, None], positions][weights == 1]
+    assert abs((chosen == MASK).mean() - 0.8) < binomial_tol(0.8, chosen.size)
+
+
+def test_load_data_bert_next_pairs_are_consecutive_sentences(bert_data, corpus):
+    (tokens, _, valid_lens, positions, weights, labels, nsp), vocab = bert_data
+    consecutive = {(tuple(vocab[a]), tuple(vocab[b])) for p in corpus for a, b in zip(p, p[1:])}
+    sentences = {tuple(vocab[s]) for p in corpus for s in p}
+    original = tokens.copy()  # undo the masking: put the labels back
+    rows = onp.repeat(onp.arange(len(tokens)), weights.shape[1]).reshape(weights.shape)
+    original[rows[weights == 1], positions[weights == 1]] = labels[weights == 1]
+    for row, length, is_next in zip(original, valid_lens, nsp):
+        sep = int(onp.flatnonzero(row == SEP)[0])
+        pair = (tuple(row[1:sep].tolist()), tuple(row[sep + 1:length - 1].tolist()))
+        assert (pair in consecutive) if is_next else (pair[1] in sentences)
+
+
+def test_load_data_bert_is_deterministic_given_the_seed(bert_data):
+    arrays, vocab = bert_data
+    again, vocab_again = load_data_bert(32)
+    for a, b in zip(arrays, again.arrays):
+        onp.testing.assert_array_equal(a, b.asnumpy())
+    assert vocab_again.idx_to_token == vocab.idx_to_token
+    other, vocab_other = load_data_bert(32, seed=1)
+    assert vocab_other.idx_to_token == vocab.idx_to_token  # the vocabulary is not random
+    assert not onp.array_equal(arrays[6], other.arrays[6].asnumpy())  # NSP draws
+    assert not onp.array_equal(arrays[3], other.arrays[3].asnumpy())  # MLM draws
+
+
+def test_load_data_bert_min_freq_filters_the_vocabulary():
+    _, vocab_1 = load_data_bert(8, min_freq=1)
+    _, vocab_5 = load_data_bert(8, min_freq=5)
+    assert all(freq >= 5 for token, freq in vocab_5.token_freqs if token in vocab_5.token_to_idx)
+    assert len(vocab_1) == 5 + len(vocab_1.token_freqs) > len(vocab_5)
+
+
+def test_load_data_bert_follows_the_default_context(cpu1):
+    with cpu1:
+        data_iter, _ = load_data_bert(16, max_len=32)
+    assert all(a.ctx == cpu1 for a in next(iter(data_iter)))
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    ({"batch_size": 0}, "batch_size must be an int >= 1, got 0"),
+    ({"batch_size": 2.0}, "batch_size must be an int >= 1, got 2.0"),
+    ({"batch_size": 4, "max_len": 4}, "max_len must be an int >= 5, got 4"),
+    ({"batch_size": 4, "max_len": 6}, r"max_len=6 is too small: no sentence pair"),
+    ({"batch_size": 4, "min_freq": -1}, "min_freq must be an int >= 0, got -1"),
+    ({"batch_size": 4, "min_freq": 10 ** 6}, "min_freq=1000000 leaves no word"),
+    ({"batch_size": 4, "seed": "0"}, "seed must be an int >= 0, got '0'"),
+])
+def test_load_data_bert_rejects_bad_arguments(kwargs, message):
+    with pytest.raises(ValueError, match=message):
+        load_data_bert(**kwargs)
+
