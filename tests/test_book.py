@@ -13,6 +13,8 @@ ROOT = Path(__file__).resolve().parents[1]
 CONFIG = yaml.safe_load((ROOT / "_config.yml").read_text())
 REPO_URL = CONFIG["repository"]["url"]
 CHAPTERS = sorted((ROOT / "book").glob("*.ipynb"))
+COLAB_BLOB = (f"https://colab.research.google.com/github/{REPO_URL.split('github.com/')[1]}"
+              f"/blob/{CONFIG['repository']['branch']}")
 
 
 def toc_files():
@@ -60,11 +62,26 @@ def test_book_builds_without_warnings(tmp_path):
         page = (html / "book" / path.name).with_suffix(".html").read_text()
         assert page.count("<img") >= 1, f"{path.name}: no figure"
         assert 'class="math' in page, f"{path.name}: no formula"
-        colab = f"https://colab.research.google.com/github/{REPO_URL.split('github.com/')[1]}" \
-                f"/blob/{CONFIG['repository']['branch']}/book/{path.name}"
+        colab = f"{COLAB_BLOB}/book/{path.name}"
         assert colab in page, f"{path.name}: no Colab launch button for {colab}"
         for image in re.findall(r'<img[^>]+src="([^"]+)"', page):
             assert (html / "book" / image).resolve().exists(), f"{path.name}: missing {image}"
     references = (html / "book" / "references.html").read_text()
     for author in ["Nadaraya", "Watson", "Bahdanau", "Vaswani", "Devlin", "Papineni"]:
         assert author in references
+    exercises = (html / "book" / "exercises.html").read_text()
+    assert exercises.count(f"{COLAB_BLOB}/exercises/student/ch") == len(CHAPTERS)
+    for page in html.rglob("*"):  # no solution, hidden test or master notebook in the book
+        if page.is_file() and page.suffix in (".html", ".ipynb", ".txt", ".js"):
+            text = page.read_text(errors="replace")
+            assert "BEGIN SOLUTION" not in text and "# HIDDEN" not in text, page
+            assert not re.search(r"exercises/ch\d", text), page
+
+
+def test_exercise_links_point_at_committed_student_notebooks():
+    text = (ROOT / "book" / "exercises.md").read_text()
+    links = re.findall(r"\((https://colab[^)]+)\)", text)
+    assert len(links) == len(CHAPTERS)
+    for link in links:
+        assert link.startswith(f"{COLAB_BLOB}/exercises/student/"), link
+        assert (ROOT / link[len(COLAB_BLOB) + 1:]).is_file(), link
