@@ -19,6 +19,15 @@ def seconds_per_call(fn, repeat=10, warmup=2):
     return sorted(times)[len(times) // 2]
 
 
+def interleaved_seconds(runs, rounds=9):
+    """Median seconds per call of each of ``runs``, called in turn round after round so that
+    other processes' load slows them alike."""
+    for run in runs:
+        run()  # warm-up: oneDNN primitives, hybridized graphs
+    times = [[seconds_per_call(run, repeat=1, warmup=0) for run in runs] for _ in range(rounds)]
+    return [sorted(column)[rounds // 2] for column in zip(*times)]
+
+
 def gemm_gflops(n=1024):
     """The machine's float32 matrix-multiply rate through MXNet, in GFLOP/s (2 n^3 per call)."""
     a, b = np.random.normal(size=(n, n)), np.random.normal(size=(n, n))

@@ -23,7 +23,7 @@ import numpy as onp  # noqa: E402
 import d2lattn  # noqa: E402,F401  (before mxnet: the numpy shim)
 from mxnet import np  # noqa: E402
 
-from _timing import print_table, seconds_per_call  # noqa: E402
+from _timing import interleaved_seconds, print_table  # noqa: E402
 from d2lattn.bert import load_pretrained  # noqa: E402
 
 SENTENCES = [
@@ -115,13 +115,6 @@ def max_difference(hidden_a, hidden_b, batches):
                for a, b, (_, _, lens) in zip(hidden_a, hidden_b, batches))
 
 
-def interleaved_seconds(runs, rounds=9):
-    """Median seconds per call of each of ``runs``, called in turn round after round so that
-    other processes' load slows them alike."""
-    for run in runs:
-        run()  # warm-up: oneDNN primitives, hybridized graphs
-    times = [[seconds_per_call(run, repeat=1, warmup=0) for run in runs] for _ in range(rounds)]
-    return [sorted(column)[rounds // 2] for column in zip(*times)]
 
 
 def measure(size, encoders, model, tokenizer):

@@ -10,12 +10,13 @@ import sys
 
 import d2lattn  # noqa: F401  (before mxnet: the numpy shim)
 import mxnet as mx
+import numpy as onp
 from d2l import mxnet as d2l
 from mxnet import autograd, gluon, np
 
 from d2lattn.attention import MultiHeadAttention
 
-from _timing import gemm_gflops, print_table, seconds_per_call
+from _timing import gemm_gflops, interleaved_seconds, print_table
 
 BATCH, HIDDEN, HEADS = 32, 256, 8
 LENGTHS = [32, 64, 128, 256]
@@ -63,20 +64,23 @@ def main():
     rows = []
     for n in LENGTHS:
         X = np.random.normal(size=(BATCH, n, HIDDEN))
-        lens = np.full((BATCH,), n, dtype="int32")
+        # padded batches, as in training: valid lengths spread over n/2..n, one of them n
+        lens = np.array(onp.linspace(n // 2, n, BATCH).round(), dtype="int32")
         # forward: 4 projections (2 B n d^2 each) + scores and pooling (2 B n^2 d each);
         # backward about twice the forward.
         flops = 3 * (4 * 2 * BATCH * n * HIDDEN ** 2 + 2 * 2 * BATCH * n * n * HIDDEN)
+        runs = [forward_backward(layer, lambda m, X, call=call: call(m, X, lens), X)
+                for layer, call in implementations.values()]
+        times = interleaved_seconds(runs)
         row = [str(n)]
-        for layer, call in implementations.values():
-            t = seconds_per_call(forward_backward(layer, lambda m, X: call(m, X, lens), X))
+        for t in times:
             row += [f"{t * 1e3:.1f}", f"{flops / t / 1e9:.1f}"]
-        times = [float(row[i]) for i in (1, 3, 5)]
         row.append(f"{times[1] / times[0]:.2f}x")
         rows.append(row)
     print(f"Multi-head self-attention forward+backward: batch {BATCH}, hidden {HIDDEN}, "
-          f"{HEADS} heads, float32, {mx.context.num_gpus()} GPUs; measured GEMM rate "
-          f"{gemm:.1f} GFLOP/s (MXNet np.dot, 1024x1024)")
+          f"{HEADS} heads, valid lengths n/2..n, float32, {mx.context.num_gpus()} GPUs; "
+          f"measured GEMM rate {gemm:.1f} GFLOP/s (MXNet np.dot, 1024x1024); the "
+          f"implementations are timed in turn, median of 9 rounds")
     header = ["length"]
     for name in implementations:
         header += [f"{name} ms", "GFLOP/s"]

@@ -26,14 +26,14 @@ def masked_softmax(X, valid_lens):
     _check_3d("X", X)
     if X.shape[-1] == 0:
         raise ValueError(f"X must have at least one key position, got shape {X.shape}")
-    has_empty = valid_lens is not None and _check_valid_lens(valid_lens, X.shape)
-    return _masked_softmax(X, valid_lens, has_empty)
+    kind = None if valid_lens is None else _check_valid_lens(valid_lens, X.shape)
+    return _masked_softmax(X, valid_lens, kind)
 
 
-def _masked_softmax(X, valid_lens, has_empty=True):
-    """masked_softmax without the checks of ``valid_lens``' values (a host round trip);
-    ``has_empty=False`` promises that no valid length is 0."""
-    if valid_lens is None:
+def _masked_softmax(X, valid_lens, kind):
+    """masked_softmax without the checks of ``valid_lens``' values (a host round trip); ``kind``
+    is what the check returned: "full" (nothing to mask), "some" (no length is 0) or "empty"."""
+    if valid_lens is None or kind == "full":
         return npx.softmax(X, axis=-1)
     shape = X.shape
     lens = valid_lens.as_in_ctx(X.ctx).astype(X.dtype).reshape(shape[0], -1)
@@ -42,7 +42,7 @@ def _masked_softmax(X, valid_lens, has_empty=True):
     # Masked scores become -inf, so they get weight exactly 0. A row of length 0 keeps one
     # key so that its softmax stays finite, and a second mask then zeroes it. (Masking is
     # ~3x faster than npx.softmax(use_length=True) on large score tensors.)
-    if not has_empty:
+    if kind == "some":
         return npx.softmax(sequence_mask(rows, lens, -onp.inf), axis=-1).reshape(shape)
     rows = sequence_mask(rows, np.maximum(lens, 1), -onp.inf)
     return sequence_mask(npx.softmax(rows, axis=-1), lens, 0).reshape(shape)
@@ -57,8 +57,8 @@ def _check_3d(name, x):
 
 
 def _check_valid_lens(valid_lens, shape):
-    """Raise unless ``valid_lens`` fits scores of ``shape`` (batch, queries, keys); return
-    whether some length is 0."""
+    """Raise unless ``valid_lens`` fits scores of ``shape`` (batch, queries, keys). Returns what
+    needs masking: "full" (every length is ``keys``), "empty" (some length is 0) or "some"."""
     batch, queries, keys = shape
     if not isinstance(valid_lens, np.ndarray):
         raise TypeError("valid_lens must be None or an mxnet.np.ndarray, got "
@@ -72,7 +72,23 @@ def _check_valid_lens(valid_lens, shape):
     if bad.size:
         raise ValueError(f"valid_lens must hold integers in [0, {keys}] (the number of keys), "
                          f"got {bad[:5].tolist()}")
-    return bool((lens == 0).any())
+    return "full" if (lens == keys).all() else "empty" if (lens == 0).any() else "some"
+
+
+# The valid_lens arrays checked last, by identity and shape: a decoder passes the same lengths at
+# every step and each block of a stack gets the same ones, while a check costs a copy to the host.
+# Lengths are taken as read-only once checked.
+_CHECKED = {}
+
+
+def _checked_kind(valid_lens, shape):
+    """``_check_valid_lens(valid_lens, shape)``, remembered for the last few arrays checked."""
+    key = (id(valid_lens), shape)
+    if key not in _CHECKED or _CHECKED[key][0] is not valid_lens:
+        if len(_CHECKED) >= 32:
+            del _CHECKED[next(iter(_CHECKED))]
+        _CHECKED[key] = (valid_lens, _check_valid_lens(valid_lens, shape))
+    return _CHECKED[key][1]
 
 
 class ScoredAttention(gluon.nn.Block):
@@ -89,9 +105,6 @@ class ScoredAttention(gluon.nn.Block):
         super().__init__(**kwargs)
         self.dropout = gluon.nn.Dropout(check_rate("dropout", dropout))
         self.attention_weights = None
-        # The valid_lens last checked, for which scores, and whether it holds a 0: a decoder
-        # passes the same valid_lens every step.
-        self._checked_lens, self._checked_shape, self._has_empty = None, None, True
 
     def score(self, queries, keys):
         """Scores (batch, queries, keys) of every query against every key."""
@@ -99,13 +112,15 @@ class ScoredAttention(gluon.nn.Block):
 
     def forward(self, queries, keys, values, valid_lens=None):
         _check_inputs(queries, keys, values)
+        shape = (queries.shape[0], queries.shape[1], keys.shape[1])
+        kind = None if valid_lens is None else _checked_kind(valid_lens, shape)
+        return self._attend(queries, keys, values, valid_lens, kind)
+
+    def _attend(self, queries, keys, values, valid_lens, kind):
+        """The call without its checks; ``kind``: see :func:`_masked_softmax`."""
         scores = self.score(queries, keys)
         _check_3d("scores", scores)
-        if valid_lens is not None and (valid_lens is not self._checked_lens
-                                       or scores.shape != self._checked_shape):
-            self._has_empty = _check_valid_lens(valid_lens, scores.shape)
-            self._checked_lens, self._checked_shape = valid_lens, scores.shape
-        self.attention_weights = _masked_softmax(scores, valid_lens, self._has_empty)
+        self.attention_weights = _masked_softmax(scores, valid_lens, kind)
         return npx.batch_dot(self.dropout(self.attention_weights), values)
 
 
@@ -282,8 +297,8 @@ class MultiHeadAttention(gluon.nn.Block):
         self.W_k = gluon.nn.Dense(num_hiddens, use_bias=use_bias, flatten=False)
         self.W_v = gluon.nn.Dense(num_hiddens, use_bias=use_bias, flatten=False)
         self.W_o = gluon.nn.Dense(num_hiddens, use_bias=use_bias, flatten=False)
-        # The last valid_lens checked (with its scores' shape) and its copy repeated per head.
-        self._lens, self._lens_shape, self._head_lens = None, None, None
+        # The last valid_lens seen and its copy repeated per head.
+        self._lens, self._head_lens = None, None
 
     @property
     def attention_weights(self):
@@ -307,18 +322,16 @@ class MultiHeadAttention(gluon.nn.Block):
             v = transpose_qkv(self.W_v(values), h)
             if cache is not None:
                 k, v = _extend_cache(cache, k, v)
-        valid_lens = self._per_head(valid_lens, (queries.shape[0], queries.shape[1], k.shape[1]))
-        return self.W_o(transpose_output(self.attention(q, k, v, valid_lens), h))
+        kind = None if valid_lens is None else \
+            _checked_kind(valid_lens, (queries.shape[0], queries.shape[1], k.shape[1]))
+        out = self.attention._attend(q, k, v, self._per_head(valid_lens), kind)
+        return self.W_o(transpose_output(out, h))
 
-    def _per_head(self, valid_lens, shape):
-        """valid_lens checked against scores of ``shape`` and repeated once per head."""
-        if valid_lens is None:
-            return None
-        if valid_lens is not self._lens or shape != self._lens_shape:
-            _check_valid_lens(valid_lens, shape)
-            self._lens, self._lens_shape = valid_lens, shape
-            self._head_lens = valid_lens.repeat(self.num_heads, axis=0)
-        return self._head_lens
+    def _per_head(self, valid_lens):
+        """valid_lens repeated once per head (rows as laid out by :func:`transpose_qkv`)."""
+        if valid_lens is not None and valid_lens is not self._lens:
+            self._lens, self._head_lens = valid_lens, valid_lens.repeat(self.num_heads, axis=0)
+        return None if valid_lens is None else self._head_lens
 
 
 def _check_width(name, x, layer, dense):

@@ -540,3 +540,24 @@ def test_decoding_past_max_len_is_an_error():
     state = state[:3] + (999,)
     with pytest.raises(ValueError, match="max_len = 1000"):
         net.decoder(TGT[:, :2], state)
+
+
+def test_valid_lengths_are_checked_once_per_stack_and_full_lengths_mask_nothing(monkeypatch):
+    import d2lattn.attention as attention
+    calls = []
+    check = attention._check_valid_lens
+    monkeypatch.setattr(attention, "_check_valid_lens",
+                        lambda lens, shape: calls.append(shape) or check(lens, shape))
+    encoder = TransformerEncoder(VOCAB, D, FFN, HEADS, 3, 0.0)
+    encoder.initialize()
+    X = tokens((2, 5))
+    full = np.array([5, 5], dtype="int32")
+    out = encoder(X, full)  # a host copy of the lengths for three blocks: one check
+    assert calls == [(2, 5, 5)]
+    onp.testing.assert_allclose(out.asnumpy(), encoder(X).asnumpy(), rtol=1e-6)
+    encoder(X, full)
+    assert len(calls) == 1
+    encoder(X, np.array([5, 5], dtype="int32"))  # another array: checked again
+    assert len(calls) == 2
+    with pytest.raises(ValueError, match=r"valid_lens must hold integers in \[0, 5\]"):
+        encoder(X, np.array([6, 5], dtype="int32"))
