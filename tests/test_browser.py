@@ -1,0 +1,220 @@
+"""The built book in a real browser: headless Chromium (Debian's package, driven by Playwright)
+opens every page from a local server and finds no console error, no request leaving 127.0.0.1,
+every formula typeset by the MathJax shipped in the build, every image loaded, the Colab button of
+each chapter opening that chapter's notebook, and a search for "attention" listing the chapters.
+A full-page screenshot of each page is kept in _build/screenshots/ (git-ignored)."""
+import functools
+import http.server
+import shutil
+import subprocess
+import sys
+import threading
+from contextlib import contextmanager
+from pathlib import Path
+from urllib.parse import urlsplit
+
+import pytest
+
+sync_api = pytest.importorskip(
+    "playwright.sync_api", reason="Playwright is not installed: pip install -r requirements.txt")
+
+from test_book import CHAPTERS, COLAB_BLOB, ROOT, toc_files  # noqa: E402
+
+SEARCH = "search.html?q=attention"
+SCREENSHOTS = ROOT / "_build" / "screenshots"
+
+# Run in each page once it has loaded: waits for MathJax, then reports what a reader would see.
+PAGE_FACTS = """async () => {
+  const formulas = document.querySelectorAll('.math').length;
+  if (formulas && window.MathJax?.startup?.promise) await MathJax.startup.promise;
+  await document.fonts.ready;
+  const prose = document.body.cloneNode(true);
+  prose.querySelectorAll('pre, code, script, style, .math, mjx-container').forEach(e => e.remove());
+  return {
+    formulas,
+    mathjax: window.MathJax?.version ?? null,
+    untypeset: Array.from(document.querySelectorAll('.math:not(:has(mjx-container))'),
+                          e => e.textContent.slice(0, 80)),
+    tex_errors: Array.from(document.querySelectorAll('mjx-merror'), e => e.textContent),
+    raw_tex: prose.textContent.match(/\\$.{0,40}|\\\\[(\\[].{0,40}|\\\\begin\\{\\w+/g) ?? [],
+    images: Array.from(document.images, img => ({src: img.getAttribute('src'),
+                                                 loaded: img.complete && img.naturalWidth > 0})),
+    launch: Array.from(document.querySelectorAll('.dropdown-launch-buttons a'), a => a.href),
+  };
+}"""
+SEARCH_DONE = "() => document.querySelector('#search-results h2')?.textContent === 'Search Results'"
+SEARCH_HITS = "els => els.map(a => a.getAttribute('href'))"
+
+
+def find_chromium():
+    """The system Chromium; Playwright's own browser is never downloaded."""
+    for name in ("chromium", "chromium-browser"):
+        if path := shutil.which(name):
+            return path
+    pytest.skip("no Chromium executable (chromium or chromium-browser) on PATH: "
+                "install Debian's package with `apt-get install chromium`")
+
+
+class QuietHandler(http.server.SimpleHTTPRequestHandler):
+    def log_message(self, *args):
+        pass
+
+
+@contextmanager
+def serve(directory):
+    """Serve `directory` on 127.0.0.1 from a thread; yields the base URL."""
+    handler = functools.partial(QuietHandler, directory=str(directory))
+    with http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler) as server:
+        threading.Thread(target=server.serve_forever, daemon=True).start()
+        try:
+            yield f"http://127.0.0.1:{server.server_port}/"
+        finally:
+            server.shutdown()
+
+
+def is_local(url):
+    parts = urlsplit(url)
+    return parts.scheme in ("data", "blob") or parts.hostname == "127.0.0.1"
+
+
+def is_favicon_miss(message):
+    # Chromium asks the server root for /favicon.ico because the book declares no icon; that
+    # request is the browser's own, not the page's.
+    return message.text.startswith("Failed to load resource") and \
+        urlsplit(message.location["url"]).path == "/favicon.ico"
+
+
+@contextmanager
+def open_page(context, url, visit):
+    """A new tab on `url` that records console errors, uncaught exceptions and requests leaving
+    127.0.0.1 into `visit["errors"]` and `visit["external"]`."""
+    def on_console(message):
+        if message.type == "error" and not is_favicon_miss(message):
+            visit["errors"].append(f"console: {message.text} ({message.location['url']})")
+
+    def on_request(request):
+        if not is_local(request.url):
+            visit["external"].append(request.url)
+
+    page = context.new_page()
+    page.on("console", on_console)
+    page.on("pageerror", lambda error: visit["errors"].append(f"uncaught: {error}"))
+    page.on("request", on_request)
+    try:
+        page.goto(url)
+        yield page
+    finally:
+        page.close()
+
+
+def screenshot(page, screenshots, name):
+    """Save a full-page screenshot as `screenshots`/`name`.png; returns its relative path."""
+    path = Path(urlsplit(name).path).with_suffix(".png")
+    (screenshots / path).parent.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=screenshots / path, full_page=True)
+    return path
+
+
+def visit_page(context, base, name, screenshots):
+    visit = {"errors": [], "external": []}
+    with open_page(context, base + name, visit) as page:
+        visit.update(page.evaluate(PAGE_FACTS))
+        visit["screenshot"] = screenshot(page, screenshots, name)
+        if visit["launch"]:  # the reader clicks the rocket and sees the Colab entry
+            page.click(".dropdown-launch-buttons button")
+            visit["launch_visible"] = page.is_visible(".dropdown-launch-buttons a")
+    return visit
+
+
+def visit_search(context, base, screenshots):
+    visit = {"errors": [], "external": []}
+    with open_page(context, base + SEARCH, visit) as page:
+        page.wait_for_function(SEARCH_DONE, timeout=15_000)
+        visit["hits"] = page.eval_on_selector_all("#search-results ul.search li a", SEARCH_HITS)
+        visit["screenshot"] = screenshot(page, screenshots, SEARCH)
+    return visit
+
+
+@pytest.fixture(scope="module")
+def visits(tmp_path_factory):
+    """Build the book, then visit every page of the build and its search; name -> what was seen."""
+    chromium = find_chromium()
+    out = tmp_path_factory.mktemp("book")
+    jupyter_book = Path(sys.executable).parent / "jupyter-book"
+    result = subprocess.run([jupyter_book, "build", ROOT, "--path-output", out],
+                            capture_output=True, text=True, timeout=600)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    html, screenshots = out / "_build" / "html", out / "_build" / "screenshots"
+    screenshots.mkdir()
+    pages = [str(path.relative_to(html)) for path in sorted((html / "book").glob("*.html"))]
+    try:
+        with serve(html) as base, sync_api.sync_playwright() as playwright:
+            browser = playwright.chromium.launch(executable_path=chromium)
+            context = browser.new_context(viewport={"width": 1280, "height": 900})
+            context.route(lambda url: not is_local(url), lambda route: route.abort())
+            seen = {name: visit_page(context, base, name, screenshots) for name in pages}
+            seen[SEARCH] = visit_search(context, base, screenshots)
+            browser.close()
+    finally:  # keep the screenshots as the run's artifacts, also when a check failed
+        shutil.rmtree(SCREENSHOTS, ignore_errors=True)
+        shutil.copytree(screenshots, SCREENSHOTS)
+    return seen
+
+
+def chapter_page(path):
+    return f"book/{path.stem}.html"
+
+
+def test_every_page_of_the_toc_was_opened(visits):
+    expected = {f"{name}.html" for name in toc_files()} | {SEARCH}
+    assert set(visits) == expected
+    for name, visit in visits.items():
+        assert (SCREENSHOTS / visit["screenshot"]).stat().st_size > 0, f"{name}: no screenshot"
+
+
+def test_no_console_errors(visits):
+    errors = {name: visit["errors"] for name, visit in visits.items() if visit["errors"]}
+    assert not errors
+
+
+def test_no_request_leaves_the_local_server(visits):
+    external = {name: visit["external"] for name, visit in visits.items() if visit["external"]}
+    assert not external
+
+
+def test_math_is_typeset_by_the_bundled_mathjax(visits):
+    for path in CHAPTERS:
+        assert visits[chapter_page(path)]["formulas"] > 0, f"{path.name}: no formula"
+    for name, visit in visits.items():
+        if name == SEARCH:
+            continue
+        if visit["formulas"]:
+            assert visit["mathjax"], f"{name}: MathJax did not load"
+        assert not visit["untypeset"], f"{name}: formulas left as TeX"
+        assert not visit["tex_errors"], f"{name}: TeX errors"
+        assert not visit["raw_tex"], f"{name}: TeX outside any formula"
+
+
+def test_every_image_loads(visits):
+    for path in CHAPTERS:
+        figures = [i for i in visits[chapter_page(path)]["images"] if "_images/" in i["src"]]
+        assert figures, f"{path.name}: no figure"
+    broken = {name: [i["src"] for i in visit["images"] if not i["loaded"]]
+              for name, visit in visits.items() if name != SEARCH}
+    assert not any(broken.values()), broken
+
+
+def test_launch_button_opens_the_chapter_on_colab(visits):
+    chapters = {chapter_page(path): f"{COLAB_BLOB}/book/{path.name}" for path in CHAPTERS}
+    for name, visit in visits.items():
+        if name in chapters:
+            assert visit["launch"] == [chapters[name]], name
+            assert visit["launch_visible"], f"{name}: the Colab entry does not show on click"
+        elif name != SEARCH:
+            assert visit["launch"] == [], f"{name} is not a notebook but has launch buttons"
+
+
+def test_search_for_attention_lists_every_chapter(visits):
+    found = {urlsplit(href).path for href in visits[SEARCH]["hits"]}
+    missing = {chapter_page(path) for path in CHAPTERS} - found
+    assert not missing, f"search for 'attention' found {sorted(found)}"
