@@ -1,5 +1,11 @@
 """Numerical building blocks shared by the attention modules."""
-from mxnet import nd, np
+from mxnet import autograd, nd, np
+
+
+def dropout(layer, X):
+    """``layer(X)`` for a Gluon ``Dropout`` layer, skipped where it would only copy X: with a
+    rate of 0, or outside training (Gluon copies the array in both cases)."""
+    return layer(X) if layer._rate > 0 and autograd.is_training() else X
 
 
 def transpose(X, axes):

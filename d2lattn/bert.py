@@ -18,6 +18,7 @@ from mxnet import np, npx
 from mxnet.gluon import nn
 
 from ._checks import check_int, check_positive, check_rate
+from ._ops import dropout
 from .device import cpu
 from .seq2seq import _check_tokens
 from .text import WordPieceTokenizer
@@ -62,7 +63,7 @@ class BERTEncoder(nn.Block):
         positions = np.arange(tokens.shape[1], ctx=tokens.ctx)
         X = self.token_embedding(tokens) + self.segment_embedding(segments) \
             + np.expand_dims(self.pos_embedding(positions), 0)
-        X = self.dropout(self.norm(X))
+        X = dropout(self.dropout, self.norm(X))
         for blk in self.blks:
             X = blk(X, valid_lens)
         return X

@@ -9,6 +9,7 @@ import numpy as onp
 from mxnet import gluon, np
 
 from ._checks import check_int, check_rate
+from ._ops import dropout
 from .attention import _check_3d
 from .device import cpu
 
@@ -55,7 +56,7 @@ class _AddPositions(gluon.nn.Block):
         if offset + X.shape[1] > self.max_len:
             raise ValueError(f"positions {offset} to {offset + X.shape[1] - 1} (offset {offset}, "
                              f"{X.shape[1]} steps) do not fit max_len = {self.max_len}")
-        return self.dropout(X + self.positions(X, offset))
+        return dropout(self.dropout, X + self.positions(X, offset))
 
 
 class PositionalEncoding(_AddPositions):

@@ -11,6 +11,7 @@ from mxnet import np, npx
 from mxnet.gluon import nn, rnn
 
 from ._checks import check_int
+from ._ops import dropout
 from .attention import AdditiveAttention
 
 
@@ -87,7 +88,7 @@ class Seq2SeqEncoder(Encoder):
         outputs, states = self.embedding(X), []
         for i, layer in enumerate(self.rnns):
             if i > 0:
-                outputs = self.dropout(outputs)
+                outputs = dropout(self.dropout, outputs)
             outputs = layer(outputs)
             states.append(outputs[rows, last])
         return outputs, np.stack(states)

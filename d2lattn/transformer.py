@@ -14,6 +14,7 @@ from mxnet import np, npx
 from mxnet.gluon import nn
 
 from ._checks import check_int, check_positive, check_rate
+from ._ops import dropout
 from .attention import MultiHeadAttention
 from .positional import PositionalEncoding
 from .seq2seq import AttentionDecoder, Encoder, _check_tokens
@@ -75,7 +76,7 @@ class AddNorm(nn.Block):
     def forward(self, X, Y):
         if X.shape != Y.shape:
             raise ValueError(f"X and Y must have the same shape, got X {X.shape}, Y {Y.shape}")
-        Z = X + self.dropout(Y)
+        Z = X + dropout(self.dropout, Y)
         return Z if self.pre_norm else self.ln(Z)
 
     def wrap(self, X, sublayer):

@@ -192,6 +192,15 @@ def test_a_written_checkpoint_loads_back_to_the_same_outputs(tmp_path, cpu1):
     onp.testing.assert_allclose(out.asnumpy(), encoder(tokens, segments, lens).asnumpy(),
                                 rtol=1e-5, atol=1e-6)
     assert tokenizer.encode("We sat on the banks.")[0] == [2, 16, 17, 14, 5, 6, 9, 12, 3]
+    # sentence embeddings on the encoder's context: the mean over the real tokens, unit length
+    texts = ["we sat on the banks.", "the river"]
+    embeddings = sentence_embeddings(loaded, tokenizer, texts)
+    for text, embedding in zip(texts, embeddings):
+        ids, segs = tokenizer.encode(text)
+        hidden = loaded(np.array([ids], dtype="int32", ctx=cpu1),
+                        np.array([segs], dtype="int32", ctx=cpu1)).asnumpy()[0]
+        mean = hidden.mean(axis=0)
+        onp.testing.assert_allclose(embedding, mean / onp.linalg.norm(mean), rtol=1e-5, atol=1e-6)
 
 
 def test_broken_checkpoints_give_clear_errors(tmp_path):
