@@ -1,11 +1,13 @@
 """Numerical building blocks shared by the attention modules."""
-from mxnet import autograd, nd, np
+from mxnet import autograd, gluon, nd, np
 
 
-def dropout(layer, X):
-    """``layer(X)`` for a Gluon ``Dropout`` layer, skipped where it would only copy X: with a
-    rate of 0, or outside training (Gluon copies the array in both cases)."""
-    return layer(X) if layer._rate > 0 and autograd.is_training() else X
+class Dropout(gluon.nn.Dropout):
+    """Gluon's Dropout, returning its input itself where Gluon would copy it unchanged: with a
+    rate of 0, or outside training."""
+
+    def forward(self, x):
+        return super().forward(x) if self._rate > 0 and autograd.is_training() else x
 
 
 def transpose(X, axes):

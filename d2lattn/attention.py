@@ -10,7 +10,7 @@ import numpy as onp
 from mxnet import gluon, np, npx
 
 from ._checks import check_int, check_rate
-from ._ops import dropout, sequence_mask, transpose
+from ._ops import Dropout, sequence_mask, transpose
 
 
 def masked_softmax(X, valid_lens):
@@ -103,7 +103,7 @@ class ScoredAttention(gluon.nn.Block):
 
     def __init__(self, dropout, **kwargs):
         super().__init__(**kwargs)
-        self.dropout = gluon.nn.Dropout(check_rate("dropout", dropout))
+        self.dropout = Dropout(check_rate("dropout", dropout))
         self.attention_weights = None
 
     def score(self, queries, keys):
@@ -121,7 +121,7 @@ class ScoredAttention(gluon.nn.Block):
         scores = self.score(queries, keys)
         _check_3d("scores", scores)
         self.attention_weights = _masked_softmax(scores, valid_lens, kind)
-        return npx.batch_dot(dropout(self.dropout, self.attention_weights), values)
+        return npx.batch_dot(self.dropout(self.attention_weights), values)
 
 
 def _check_inputs(queries, keys, values):

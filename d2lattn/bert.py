@@ -18,7 +18,7 @@ from mxnet import np, npx
 from mxnet.gluon import nn
 
 from ._checks import check_int, check_positive, check_rate
-from ._ops import dropout
+from ._ops import Dropout
 from .device import cpu
 from .seq2seq import _check_tokens
 from .text import WordPieceTokenizer
@@ -45,7 +45,7 @@ class BERTEncoder(nn.Block):
             check_int("type_vocab_size", type_vocab_size, minimum=1), num_hiddens)
         self.pos_embedding = nn.Embedding(max_len, num_hiddens)
         self.norm = nn.LayerNorm(epsilon=check_positive("norm_eps", norm_eps))
-        self.dropout = nn.Dropout(check_rate("dropout", dropout))
+        self.dropout = Dropout(check_rate("dropout", dropout))
         self.blks = nn.Sequential()
         for _ in range(check_int("num_blks", num_blks, minimum=1)):
             self.blks.add(TransformerEncoderBlock(num_hiddens, ffn_num_hiddens, num_heads,
@@ -63,7 +63,7 @@ class BERTEncoder(nn.Block):
         positions = np.arange(tokens.shape[1], ctx=tokens.ctx)
         X = self.token_embedding(tokens) + self.segment_embedding(segments) \
             + np.expand_dims(self.pos_embedding(positions), 0)
-        X = dropout(self.dropout, self.norm(X))
+        X = self.dropout(self.norm(X))
         for blk in self.blks:
             X = blk(X, valid_lens)
         return X
@@ -151,8 +151,9 @@ _MODULES = [  # checkpoint module path (regex) -> our block path
     (r"encoder\.layer\.(\d+)\.output\.dense", r"blks.\1.ffn.dense2"),
     (r"encoder\.layer\.(\d+)\.output\.LayerNorm", r"blks.\1.addnorm2.ln"),
 ]
-# LayerNorm scale and shift: "weight"/"bias" (or "gamma"/"beta" in old checkpoints) -> ours.
-_LEAVES = {"weight": "weight", "bias": "bias", "gamma": "gamma", "beta": "beta"}
+# Tensor names -> ours: Dense and Embedding keep theirs; a LayerNorm's scale and shift are
+# "weight" and "bias" (or "gamma" and "beta" in old checkpoints), gamma and beta in Gluon.
+_LEAVES = {"weight": "weight", "bias": "bias"}
 _NORM_LEAVES = {"weight": "gamma", "bias": "beta", "gamma": "gamma", "beta": "beta"}
 # Tensors a BERT checkpoint may hold that the encoder does not use.
 _UNUSED = re.compile(r"(embeddings\.position_ids|pooler\..*|cls\..*)$")

@@ -9,7 +9,7 @@ import numpy as onp
 from mxnet import gluon, np
 
 from ._checks import check_int, check_rate
-from ._ops import dropout
+from ._ops import Dropout
 from .attention import _check_3d
 from .device import cpu
 
@@ -41,7 +41,7 @@ class _AddPositions(gluon.nn.Block):
         super().__init__(**kwargs)
         self.num_hiddens = check_int("num_hiddens", num_hiddens, minimum=1)
         self.max_len = check_int("max_len", max_len, minimum=1)
-        self.dropout = gluon.nn.Dropout(check_rate("dropout", dropout))
+        self.dropout = Dropout(check_rate("dropout", dropout))
 
     def positions(self, X, offset):
         """(1 or batch, n, num_hiddens) vectors of positions offset .. offset + n - 1."""
@@ -56,7 +56,7 @@ class _AddPositions(gluon.nn.Block):
         if offset + X.shape[1] > self.max_len:
             raise ValueError(f"positions {offset} to {offset + X.shape[1] - 1} (offset {offset}, "
                              f"{X.shape[1]} steps) do not fit max_len = {self.max_len}")
-        return dropout(self.dropout, X + self.positions(X, offset))
+        return self.dropout(X + self.positions(X, offset))
 
 
 class PositionalEncoding(_AddPositions):

@@ -11,7 +11,7 @@ from mxnet import np, npx
 from mxnet.gluon import nn, rnn
 
 from ._checks import check_int
-from ._ops import dropout
+from ._ops import Dropout
 from .attention import AdditiveAttention
 
 
@@ -77,7 +77,7 @@ class Seq2SeqEncoder(Encoder):
         self.rnns = nn.Sequential()
         for _ in range(num_layers):
             self.rnns.add(rnn.GRU(num_hiddens, layout="NTC"))
-        self.dropout = nn.Dropout(dropout)
+        self.dropout = Dropout(dropout)
 
     def forward(self, X, valid_len=None):
         _check_tokens(X, valid_len)
@@ -88,7 +88,7 @@ class Seq2SeqEncoder(Encoder):
         outputs, states = self.embedding(X), []
         for i, layer in enumerate(self.rnns):
             if i > 0:
-                outputs = dropout(self.dropout, outputs)
+                outputs = self.dropout(outputs)
             outputs = layer(outputs)
             states.append(outputs[rows, last])
         return outputs, np.stack(states)

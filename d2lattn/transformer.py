@@ -14,7 +14,7 @@ from mxnet import np, npx
 from mxnet.gluon import nn
 
 from ._checks import check_int, check_positive, check_rate
-from ._ops import dropout
+from ._ops import Dropout
 from .attention import MultiHeadAttention
 from .positional import PositionalEncoding
 from .seq2seq import AttentionDecoder, Encoder, _check_tokens
@@ -65,7 +65,7 @@ class AddNorm(nn.Block):
 
     def __init__(self, dropout, pre_norm=False, norm_eps=1e-5, **kwargs):
         super().__init__(**kwargs)
-        self.dropout = nn.Dropout(check_rate("dropout", dropout))
+        self.dropout = Dropout(check_rate("dropout", dropout))
         self.ln = nn.LayerNorm(epsilon=check_positive("norm_eps", norm_eps))
         self.pre_norm = _check_bool("pre_norm", pre_norm)
 
@@ -76,7 +76,7 @@ class AddNorm(nn.Block):
     def forward(self, X, Y):
         if X.shape != Y.shape:
             raise ValueError(f"X and Y must have the same shape, got X {X.shape}, Y {Y.shape}")
-        Z = X + dropout(self.dropout, Y)
+        Z = X + self.dropout(Y)
         return Z if self.pre_norm else self.ln(Z)
 
     def wrap(self, X, sublayer):

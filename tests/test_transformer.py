@@ -561,3 +561,14 @@ def test_valid_lengths_are_checked_once_per_stack_and_full_lengths_mask_nothing(
     assert len(calls) == 2
     with pytest.raises(ValueError, match=r"valid_lens must hold integers in \[0, 5\]"):
         encoder(X, np.array([6, 5], dtype="int32"))
+
+
+def test_dropout_returns_its_input_where_it_changes_nothing():
+    from d2lattn._ops import Dropout
+    X = np.ones((2, 50))
+    for layer in (Dropout(0.0), Dropout(0.5)):
+        assert layer(X) is X  # outside training: no copy
+    with autograd.record():
+        assert Dropout(0.0)(X) is X
+        dropped = Dropout(0.5)(X)
+    assert set(onp.unique(dropped.asnumpy())) == {0.0, 2.0}
