@@ -1,5 +1,17 @@
 """Independent NumPy references shared by several test files."""
+import math
+
 import numpy as onp
+
+
+def value(param):
+    """A Gluon parameter's data as float64 NumPy."""
+    return param.data(param.list_ctx()[0]).asnumpy().astype(float)
+
+
+def np_gelu(x):
+    """GELU(x) = x Phi(x), with the normal CDF Phi written through erf."""
+    return x * 0.5 * (1 + onp.vectorize(math.erf)(x / math.sqrt(2)))
 
 
 def np_masked_softmax(X, lens=None):

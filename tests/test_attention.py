@@ -6,7 +6,7 @@ import numpy as onp
 import pytest
 from mxnet import autograd, np
 
-from reference import np_masked_softmax
+from reference import np_masked_softmax, value
 from d2lattn.attention import (AdditiveAttention, ConcatAttention, DotProductAttention,
                                GeneralAttention, ScoredAttention, masked_softmax)
 from d2lattn.pooling import nadaraya_watson
@@ -30,10 +30,6 @@ def key_mask(lens, k=K):
 
 # --- NumPy scoring functions, from each layer's own weights -----------------------------------
 
-def weight(dense):
-    return dense.weight.data(dense.weight.list_ctx()[0]).asnumpy().astype(float)
-
-
 def pairs(q, k):
     """Queries and keys broadcast to (batch, queries, keys, width) each."""
     shape = (q.shape[0], q.shape[1], k.shape[1])
@@ -46,17 +42,17 @@ def np_dot_scores(net, q, k):
 
 
 def np_additive_scores(net, q, k):
-    feats = (q @ weight(net.W_q).T)[:, :, None] + (k @ weight(net.W_k).T)[:, None]
-    return (onp.tanh(feats) @ weight(net.w_v).T)[..., 0]
+    feats = (q @ value(net.W_q.weight).T)[:, :, None] + (k @ value(net.W_k.weight).T)[:, None]
+    return (onp.tanh(feats) @ value(net.w_v.weight).T)[..., 0]
 
 
 def np_general_scores(net, q, k):
-    return onp.einsum("bqd,de,bke->bqk", q, weight(net.W_a), k)  # q^T W_a k
+    return onp.einsum("bqd,de,bke->bqk", q, value(net.W_a.weight), k)  # q^T W_a k
 
 
 def np_concat_scores(net, q, k):
     qk = onp.concatenate(pairs(q, k), axis=-1)
-    return (onp.tanh(qk @ weight(net.W_a).T) @ weight(net.v_a).T)[..., 0]
+    return (onp.tanh(qk @ value(net.W_a.weight).T) @ value(net.v_a.weight).T)[..., 0]
 
 
 NP_SCORES = {DotProductAttention: np_dot_scores, AdditiveAttention: np_additive_scores,
@@ -280,8 +276,8 @@ def test_concat_attention_with_split_weights_is_additive_attention():
     additive, concat = make(AdditiveAttention), make(ConcatAttention)
     expected = run(additive, q, k, v, [3, 5]).asnumpy()
     run(concat, q, k, v, [3, 5])  # initialises W_a: (8, DQ + DK)
-    concat.W_a.weight.set_data(as_np(onp.concatenate([weight(additive.W_q),
-                                                       weight(additive.W_k)], axis=1)))
+    concat.W_a.weight.set_data(as_np(onp.concatenate([value(additive.W_q.weight),
+                                                       value(additive.W_k.weight)], axis=1)))
     concat.v_a.weight.set_data(additive.w_v.weight.data())
     got = run(concat, q, k, v, [3, 5]).asnumpy()
     onp.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-6)

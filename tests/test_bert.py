@@ -2,7 +2,6 @@
 here, including broken ones), the real all-MiniLM-L6-v2 against outputs of the reference
 implementation (stored; live when torch and transformers are installed), pretraining, devices."""
 import json
-import math
 
 import mxnet as mx
 import numpy as onp
@@ -12,6 +11,7 @@ from mxnet import autograd, init, np
 from d2lattn.bert import (BERTEncoder, BERTModel, MaskLM, checkpoint_name_to_param,
                           load_pretrained, sentence_embeddings)
 from d2lattn.train import bert_batch_loss, train_bert
+from reference import np_gelu, value
 
 VOCAB, D, FFN, HEADS, BLKS, MAX_LEN = 20, 8, 12, 2, 2, 16
 REFERENCE = "tests/data/minilm_reference.npz"
@@ -31,14 +31,6 @@ def make_encoder(ctx=None):
     tokens, segments, lens = batch(ctx)
     encoder(tokens, segments, lens)
     return encoder
-
-
-def value(param):
-    return param.data(param.list_ctx()[0]).asnumpy().astype(float)
-
-
-def np_gelu(x):
-    return x * 0.5 * (1 + onp.vectorize(math.erf)(x / math.sqrt(2)))
 
 
 # --- Shapes, padding, heads ---------------------------------------------------------------------

@@ -6,7 +6,7 @@ import numpy as onp
 import pytest
 from mxnet import autograd, np
 
-from reference import np_masked_softmax
+from reference import np_masked_softmax, value
 from d2lattn.attention import MultiHeadAttention, transpose_output, transpose_qkv
 
 B, Q, K, H, HEADS = 2, 3, 5, 12, 3  # batch, queries, keys, num_hiddens, heads
@@ -24,8 +24,8 @@ LAYERS = ("W_q", "W_k", "W_v", "W_o")
 
 def layer_params(net):
     """{layer: [weight (out, in), bias (out,) if any]} of the four projections, float64 NumPy."""
-    return {name: [p.data(p.list_ctx()[0]).asnumpy().astype(float)
-                   for p in getattr(net, name).collect_params().values()] for name in LAYERS}
+    return {name: [value(p) for p in getattr(net, name).collect_params().values()]
+            for name in LAYERS}
 
 
 def np_multihead(net, q, k, v, lens=None, weights=None):

@@ -8,6 +8,7 @@ from mxnet import autograd, np
 from d2lattn.attention import MultiHeadAttention
 from d2lattn.positional import (LearnedPositionalEmbedding, PositionalEncoding,
                                 sinusoidal_encoding)
+from reference import value
 
 CLASSES = [PositionalEncoding, LearnedPositionalEmbedding]
 
@@ -35,7 +36,7 @@ def table(layer):
     """The vectors a layer adds, (max_len, num_hiddens) float64 NumPy."""
     if isinstance(layer, PositionalEncoding):
         return layer.P[0].asnumpy().astype(float)
-    return layer.embedding.weight.data(layer.embedding.weight.list_ctx()[0]).asnumpy()
+    return value(layer.embedding.weight)
 
 
 # --- the sinusoidal table -----------------------------------------------------------------------
