@@ -10,9 +10,16 @@ import pytest
 import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "tools"))
+import sync_listings  # noqa: E402
+
 CONFIG = yaml.safe_load((ROOT / "_config.yml").read_text())
 REPO_URL = CONFIG["repository"]["url"]
 CHAPTERS = sorted((ROOT / "book").glob("*.ipynb"))
+# Characters of code or output that fit in a cell of the HTML book at a 1280 px window
+# (_static/course.css); tests/test_browser.py checks the pages themselves.
+LINE_WIDTH = 92
+FENCED = re.compile(r"^```[^\n]*\n(.*?)^```", re.S | re.M)
 COLAB_BLOB = (f"https://colab.research.google.com/github/{REPO_URL.split('github.com/')[1]}"
               f"/blob/{CONFIG['repository']['branch']}")
 
@@ -49,6 +56,59 @@ def test_first_code_cell_installs_from_the_configured_repository_on_colab_only(p
     assert 'if "google.colab" in sys.modules:' in first
     urls = re.findall(r"git\+(https://\S+?)[\"@\s]", first)
     assert urls == [REPO_URL], f"install cell points at {urls}, _config.yml at {REPO_URL}"
+
+
+def shown_lines(nb):
+    """(cell number, line) for every line of code a reader sees: code cells, their text
+    outputs, and code blocks in markdown."""
+    for number, cell in enumerate(nb.cells):
+        if cell.cell_type == "markdown":
+            texts = FENCED.findall(cell.source)
+        elif "remove-cell" in cell.metadata.get("tags", []):
+            texts = []
+        else:
+            texts = [cell.source]
+            for out in cell.outputs:
+                texts.append(out.get("text", "") or out.get("data", {}).get("text/plain", ""))
+        for text in texts:
+            for line in text.splitlines():
+                yield number, line
+
+
+@pytest.mark.parametrize("path", CHAPTERS, ids=lambda p: p.name)
+def test_no_code_or_output_line_is_wider_than_a_cell(path):
+    nb = nbformat.read(path, as_version=4)
+    wide = [(number, len(line), line[:60]) for number, line in shown_lines(nb)
+            if len(line) > LINE_WIDTH]
+    assert not wide, f"{len(wide)} lines wider than {LINE_WIDTH} characters, e.g. {wide[:3]}"
+
+
+@pytest.mark.parametrize("path", CHAPTERS, ids=lambda p: p.name)
+def test_listings_show_the_package_source(path):
+    notebook = nbformat.read(path, as_version=4)
+    for cell, dotted in sync_listings.listings(notebook):
+        assert cell.source == sync_listings.listing_source(dotted), \
+            f"the listing of {dotted} differs from the package: run python tools/sync_listings.py"
+
+
+def test_listing_cells_are_recognised():
+    cell = {"cell_type": "markdown",
+            "source": "```python\n# d2lattn.attention.masked_softmax\nstale\n```"}
+    found = list(sync_listings.listings({"cells": [cell]}))
+    assert found == [(cell, "d2lattn.attention.masked_softmax")]
+    assert sync_listings.listing_source("d2lattn.attention.masked_softmax").startswith(
+        "```python\n# d2lattn.attention.masked_softmax\ndef masked_softmax(X, valid_lens):")
+    assert "    def forward(" not in sync_listings.listing_source(
+        "d2lattn.attention.DotProductAttention.forward")  # methods are dedented
+
+
+@pytest.mark.parametrize("path", CHAPTERS, ids=lambda p: p.name)
+def test_install_cell_and_nbval_markers_stay_out_of_the_book(path):
+    nb = nbformat.read(path, as_version=4)
+    code = [cell for cell in nb.cells if cell.cell_type == "code"]
+    assert "remove-cell" in code[0].metadata.get("tags", []), "run tools/set_colab_cell.py"
+    marked = [number for number, cell in enumerate(code) if "NBVAL" in cell.source]
+    assert not marked, f"code cells {marked}: use the nbval-ignore-output tag, not a comment"
 
 
 def test_book_builds_without_warnings(tmp_path):

