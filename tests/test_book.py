@@ -1,5 +1,6 @@
 """The book: every chapter is in the table of contents, stored executed, installs itself on
 Colab from the repository named in _config.yml, and the book builds with no Sphinx warning."""
+import math
 import re
 import subprocess
 import sys
@@ -109,6 +110,56 @@ def test_install_cell_and_nbval_markers_stay_out_of_the_book(path):
     assert "remove-cell" in code[0].metadata.get("tags", []), "run tools/set_colab_cell.py"
     marked = [number for number, cell in enumerate(code) if "NBVAL" in cell.source]
     assert not marked, f"code cells {marked}: use the nbval-ignore-output tag, not a comment"
+
+
+def prose(nb):
+    """The chapter's prose: markdown without code blocks, math, links' targets or citations."""
+    text = "\n".join(cell.source for cell in nb.cells if cell.cell_type == "markdown")
+    for pattern in (FENCED.pattern, r"\$\$.*?\$\$", r"\$[^$\n]+\$", r"\]\([^)]*\)", r"\{\w+\}`[^`]*`",
+                    r"`[^`\n]*`"):
+        text = re.sub(pattern, " ", text, flags=re.S | re.M)
+    return text
+
+
+def output_numbers(nb):
+    """Every number printed in the chapter's outputs (text and HTML)."""
+    found = set()
+    for cell in nb.cells:
+        for out in cell.get("outputs", []):
+            data = out.get("data", {})
+            text = out.get("text", "") + data.get("text/plain", "") + data.get("text/html", "")
+            found.update(float(n) for n in NUMBER.findall(text.replace(",", "")))
+    return found
+
+
+NUMBER = re.compile(r"(?<![\w.])[-+]?\d+\.\d+(?:e[-+]?\d+)?(?![\w.])")
+# Decimal numbers the prose takes from papers or settings, not from the chapter's outputs.
+QUOTED = {}
+
+
+def matches(quoted, printed):
+    """Whether the prose's ``quoted`` (str) is ``printed`` (float) as the prose rounds it:
+    to its decimals, or within 5% for a number in scientific notation."""
+    value = float(quoted)
+    if "e" in quoted.lower():
+        return math.isclose(printed, value, rel_tol=0.05)
+    digits = len(quoted.split(".")[1])
+    return abs(round(printed, digits) - value) < 0.5 * 10**-digits
+
+
+@pytest.mark.parametrize("path", CHAPTERS, ids=lambda p: p.name)
+def test_decimal_numbers_in_the_prose_come_from_the_outputs(path):
+    """A decimal number in the text (0.944, 3.8e-6, 15.0%) is one the chapter printed,
+    rounded as the text rounds it, or one it quotes from a paper (QUOTED)."""
+    nb = nbformat.read(path, as_version=4)
+    printed = output_numbers(nb)
+    missing = []
+    for number in NUMBER.findall(prose(nb).replace(",", "")):
+        if number in QUOTED.get(path.name, set()):
+            continue
+        if not any(matches(number, p) for p in printed):
+            missing.append(number)
+    assert not missing, f"numbers in the prose that no output shows: {missing}"
 
 
 def test_book_builds_without_warnings(tmp_path):

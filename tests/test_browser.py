@@ -21,6 +21,8 @@ sync_api = pytest.importorskip(
 from test_book import CHAPTERS, COLAB_BLOB, ROOT, toc_files  # noqa: E402
 
 SEARCH = "search.html?q=attention"
+MIN_FIGURE_WIDTH = 300  # px on a 1280 px window
+MIN_PLOT_SCALE = 0.9  # shown width / natural width of a PNG plot
 SCREENSHOTS = ROOT / "_build" / "screenshots"
 
 # Run in each page once it has loaded: waits for MathJax, then reports what a reader would see.
@@ -38,7 +40,13 @@ PAGE_FACTS = """async () => {
     tex_errors: Array.from(document.querySelectorAll('mjx-merror'), e => e.textContent),
     raw_tex: prose.textContent.match(/\\$.{0,40}|\\\\[(\\[].{0,40}|\\\\begin\\{\\w+/g) ?? [],
     images: Array.from(document.images, img => ({src: img.getAttribute('src'),
-                                                 loaded: img.complete && img.naturalWidth > 0})),
+                                                 loaded: img.complete && img.naturalWidth > 0,
+                                                 natural: img.naturalWidth,
+                                                 shown: img.getBoundingClientRect().width})),
+    clipped: Array.from(document.querySelectorAll('article pre'))
+      .filter(pre => pre.scrollWidth > pre.clientWidth + 1)
+      .map(pre => pre.textContent.split('\\n').reduce((a, b) => a.length < b.length ? b : a)),
+    text: document.querySelector('article')?.innerText ?? '',
     launch: Array.from(document.querySelectorAll('.dropdown-launch-buttons a'), a => a.href),
   };
 }"""
@@ -202,6 +210,35 @@ def test_every_image_loads(visits):
     broken = {name: [i["src"] for i in visit["images"] if not i["loaded"]]
               for name, visit in visits.items() if name != SEARCH}
     assert not any(broken.values()), broken
+
+
+def test_no_code_or_output_is_clipped(visits):
+    clipped = {name: visit["clipped"] for name, visit in visits.items() if visit.get("clipped")}
+    assert not clipped, f"pre blocks wider than their box at 1280 px (longest lines): {clipped}"
+
+
+def test_install_cell_and_nbval_markers_are_hidden(visits):
+    for path in CHAPTERS:
+        text = visits[chapter_page(path)]["text"]
+        assert "NBVAL" not in text, f"{path.name}: an nbval marker shows"
+        assert "On Colab only: install" not in text, f"{path.name}: the install cell shows"
+
+
+def test_figures_are_shown_large_enough_to_read(visits):
+    """Every figure is at least MIN_FIGURE_WIDTH px wide on the page; a plot is not shrunk to
+    less than MIN_PLOT_SCALE of its size, so its 10 pt labels stay >= 9 pt (rendered 1:1 at the
+    notebooks' 100 dpi)."""
+    small = {}
+    for path in CHAPTERS:
+        for image in visits[chapter_page(path)]["images"]:
+            if "_images/" not in image["src"]:
+                continue
+            shrunk = image["src"].endswith(".png") and \
+                image["shown"] < MIN_PLOT_SCALE * image["natural"]
+            if image["shown"] < MIN_FIGURE_WIDTH or shrunk:
+                small.setdefault(path.name, []).append(
+                    (image["src"], image["natural"], round(image["shown"])))
+    assert not small, f"figures too small to read (src, natural px, shown px): {small}"
 
 
 def test_launch_button_opens_the_chapter_on_colab(visits):
