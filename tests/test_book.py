@@ -20,7 +20,12 @@ CHAPTERS = sorted((ROOT / "book").glob("*.ipynb"))
 # Characters of code or output that fit in a cell of the HTML book at a 1280 px window
 # (_static/course.css); tests/test_browser.py checks the pages themselves.
 LINE_WIDTH = 92
-FENCED = re.compile(r"^```[^\n]*\n(.*?)^```", re.S | re.M)
+FENCED = re.compile(r"^(```+)(.*)\n(.*?)^\1$", re.S | re.M)
+
+
+def code_blocks(markdown):
+    """The code blocks of a markdown text (fenced, not MyST {directives})."""
+    return [m.group(3) for m in FENCED.finditer(markdown) if not m.group(2).startswith("{")]
 COLAB_BLOB = (f"https://colab.research.google.com/github/{REPO_URL.split('github.com/')[1]}"
               f"/blob/{CONFIG['repository']['branch']}")
 
@@ -64,7 +69,7 @@ def shown_lines(nb):
     outputs, and code blocks in markdown."""
     for number, cell in enumerate(nb.cells):
         if cell.cell_type == "markdown":
-            texts = FENCED.findall(cell.source)
+            texts = code_blocks(cell.source)
         elif "remove-cell" in cell.metadata.get("tags", []):
             texts = []
         else:
