@@ -14,14 +14,14 @@ from ._ops import Dropout, sequence_mask, transpose
 
 
 def masked_softmax(X, valid_lens):
-    """Softmax over the last axis of ``X`` that gives key positions >= the valid length weight 0.
+    """Softmax over the last axis of ``X``; key positions >= the valid length get weight 0.
 
-    X: (batch, queries, keys) scores. valid_lens: None (no masking), (batch,) one length per
-    sequence shared by all its queries, or (batch, queries) one length per query; integers in
-    [0, keys], stored as ints or floats, on any context. A valid length of 0 gives an all-zero
-    row. Masked positions are left out of the softmax (d2l's fill with -1e6 leaks weight when
-    the valid scores are lower still), so their weight and their gradient are exactly 0.
-    Returns (batch, queries, keys).
+    X: (batch, queries, keys) scores. valid_lens: None (no masking), (batch,) one length
+    per sequence shared by all its queries, or (batch, queries) one length per query;
+    integers in [0, keys], stored as ints or floats, on any context. A valid length of 0
+    gives an all-zero row. Masked positions are left out of the softmax (d2l's fill with
+    -1e6 leaks weight when the valid scores are lower still), so their weight and their
+    gradient are exactly 0. Returns (batch, queries, keys).
     """
     _check_3d("X", X)
     if X.shape[-1] == 0:
@@ -31,8 +31,10 @@ def masked_softmax(X, valid_lens):
 
 
 def _masked_softmax(X, valid_lens, kind):
-    """masked_softmax without the checks of ``valid_lens``' values (a host round trip); ``kind``
-    is what the check returned: "full" (nothing to mask), "some" (no length is 0) or "empty"."""
+    """masked_softmax without the checks of ``valid_lens``' values (a host round trip).
+
+    ``kind`` is what the check returned: "full" (nothing to mask), "some" (no length is 0)
+    or "empty"."""
     if valid_lens is None or kind == "full":
         return npx.softmax(X, axis=-1)
     shape = X.shape

@@ -127,7 +127,9 @@ class NWKernelRegression(gluon.nn.Block):
 
 
 def train_nw(net, x_train, y_train, num_epochs=5, lr=0.5, callback=None):
-    """Fit ``net``'s width by full-batch SGD on the squared error, with leave-one-out keys.
+    """Fit ``net``'s width by gradient descent on the squared leave-one-out error.
+
+    Every step uses the whole training set (Gluon's "sgd" with one batch: nothing random).
 
     ``net`` must be initialised on the context of ``x_train``. ``callback(epoch, loss)``
     is called after each epoch (e.g. to draw a curve). Returns the loss per epoch.
