@@ -4,7 +4,7 @@
 
 n = 7 tokens x_1 .. x_7 at the bottom of each panel. Grey lines are the layer's connections;
 orange marks how x_1 reaches the other end of the sequence: through a cone of 3 stacked
-convolutions of kernel k = 3, through 2 dilated ones (dilation 1 then 2), along the recurrent
+convolutions of kernel k = 3, through 2 dilated ones (dilation 1 then 3), along the recurrent
 chain, or in one step of self-attention.
 """
 from pathlib import Path
@@ -89,7 +89,7 @@ def convolution(x0, y0, title, dilations, cost_lines):
 
 convolution(0, 24, "convolution, kernel k = 3 (3 layers)", [1, 1, 1],
             [r"$O(knd^2)$", r"$O(1)$", r"$O(n/k)$"])
-convolution(375, 24, "dilated convolution, k = 3 (dilation 1, 2)", [1, 2],
+convolution(375, 24, "dilated convolution, k = 3 (dilation 1, 3)", [1, 3],
             [r"$O(knd^2)$", r"$O(1)$", r"$O(\log_k n)$"])
 
 # Recurrent: a chain of states, x_1's signal passes through every one of them.
