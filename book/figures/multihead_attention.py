@@ -17,7 +17,7 @@ from matplotlib.patches import FancyArrowPatch, FancyBboxPatch, Rectangle  # noq
 plt.rcParams["svg.fonttype"] = "path"  # glyphs as paths: the same in every browser
 plt.rcParams["font.family"] = "DejaVu Sans"
 
-W, H = 750, 866  # canvas in 1/100 inch: 7.5 in wide, shown at about 720 px
+W, H = 750, 890  # canvas in 1/100 inch: 7.5 in wide, shown at about 720 px
 HEADS = ["#3b75af", "#e07b39", "#3a9a5b"]  # head 1, 2, 3
 INK, MUTED, BOX = "#222222", "#555555", "#f2f2f2"
 CELL, STEPS, BATCH = 12, 3, 2
@@ -110,24 +110,24 @@ for cx, name, layer, width in [(130, "queries", "W_q", "d_q"), (375, "keys", "W_
     arrow(cx, 402, cx, 426)
 
 # The attention: one batched product for every (sequence, head) pair.
-box(40, 426, W - 80, 92, "", color="#fbfbfb")
+box(40, 426, W - 80, 114, "", color="#fbfbfb")
 text(W / 2, 446, "DotProductAttention: one batched product for all 6 (sequence, head) pairs",
      weight="bold")
-text(W / 2, 473, r"head $i$:  softmax$(Q_i K_i^\top / \sqrt{p})\, V_i$  with the per-head "
-     r"key width $p$ = num_hiddens / num_heads = 2", size=FONT)
-text(W / 2, 500, "valid_lens repeated per head: [3, 2] -> [3, 3, 3, 2, 2, 2]", **MONO)
+text(W / 2, 473, r"head $i$:  softmax$(Q_i K_i^\top / \sqrt{p})\, V_i$", size=FONT + 1)
+text(W / 2, 498, r"$p$ = num_hiddens / num_heads = 2, the per-head key width", size=FONT)
+text(W / 2, 522, "valid_lens repeated per head: [3, 2] -> [3, 3, 3, 2, 2, 2]", **MONO)
 
-cx = W / 2
-arrow(cx, 518, cx, 538)
-head_tensor(cx, 540)
-text(cx, 604, "(batch*num_heads, steps, p): each head's output", **MONO)
-arrow(cx, 614, cx, 648, "transpose_output")
-full_tensor(cx, 650, SPLIT)
-text(cx, 714, "(batch, steps, num_hiddens): the heads side by side", **MONO)
-arrow(cx, 724, cx, 742)
-box(cx - 100, 742, 200, 28, "W_o = Dense(num_hiddens)", size=SMALL, mono=True)
-arrow(cx, 770, cx, 788)
-full_tensor(cx, 790, ["#7d6a9c"] * 6)
-text(cx, 854, "output (batch, steps, num_hiddens): W_o mixes the heads", **MONO)
+cx, y = W / 2, 22  # everything below the box moves down by y
+arrow(cx, 518 + y, cx, 538 + y)
+head_tensor(cx, 540 + y)
+text(cx, 604 + y, "(batch*num_heads, steps, p): each head's output", **MONO)
+arrow(cx, 614 + y, cx, 648 + y, "transpose_output")
+full_tensor(cx, 650 + y, SPLIT)
+text(cx, 714 + y, "(batch, steps, num_hiddens): the heads side by side", **MONO)
+arrow(cx, 724 + y, cx, 742 + y)
+box(cx - 100, 742 + y, 200, 28, "W_o = Dense(num_hiddens)", size=SMALL, mono=True)
+arrow(cx, 770 + y, cx, 788 + y)
+full_tensor(cx, 790 + y, ["#7d6a9c"] * 6)
+text(cx, 854 + y, "output (batch, steps, num_hiddens): W_o mixes the heads", **MONO)
 
 fig.savefig(Path(__file__).with_suffix(".svg"), metadata={"Date": None})
