@@ -1,0 +1,122 @@
+"""Draw cnn_rnn_self_attention.svg: how far a signal travels in four kinds of layer.
+
+    python book/figures/cnn_rnn_self_attention.py
+
+n = 7 tokens x_1 .. x_7 at the bottom of each panel. Grey lines are the layer's connections;
+orange marks how x_1 reaches the other end of the sequence: through a cone of 3 stacked
+convolutions of kernel k = 3, through 2 dilated ones (dilation 1 then 3), along the recurrent
+chain, or in one step of self-attention.
+"""
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("svg")
+import matplotlib.pyplot as plt  # noqa: E402
+from matplotlib.patches import Circle, Rectangle  # noqa: E402
+
+plt.rcParams["svg.fonttype"] = "path"  # glyphs as paths: the same in every browser
+plt.rcParams["font.family"] = "DejaVu Sans"
+
+W, H = 750, 656  # canvas in 1/100 inch: 7.5 in wide, shown at about 720 px
+N = 7
+INK, MUTED, EDGE, PATH = "#222222", "#555555", "#c4c4c4", "#e07b39"
+NODE = "#dce6f2"
+FONT, SMALL = 10.5, 9.5
+
+fig = plt.figure(figsize=(W / 100, H / 100))
+ax = fig.add_axes([0, 0, 1, 1])
+ax.set_xlim(0, W)
+ax.set_ylim(H, 0)
+ax.axis("off")
+ax.add_patch(Rectangle((0, 0), W, H, facecolor="white", edgecolor="none", zorder=-10))
+
+
+def text(x, y, s, size=FONT, color=INK, **kw):
+    ax.text(x, y, s, fontsize=size, color=color, ha=kw.pop("ha", "center"),
+            va=kw.pop("va", "center"), **kw)
+
+
+def line(a, b, on_path=False, **kw):
+    ax.plot([a[0], b[0]], [a[1], b[1]], color=PATH if on_path else EDGE,
+            linewidth=2.2 if on_path else 1.0, zorder=3 if on_path else 1,
+            solid_capstyle="round", **kw)
+
+
+def node(p, on_path=False):
+    ax.add_patch(Circle(p, 8, facecolor=PATH if on_path else NODE, edgecolor="#7a8aa0",
+                        linewidth=0.8, zorder=4))
+
+
+def panel(x0, y0, title, rows_y):
+    """Node positions [row][position] for a panel at (x0, y0); rows_y from the bottom up."""
+    text(x0 + 175, y0, title, weight="bold")
+    xs = [x0 + 25 + 50 * i for i in range(N)]
+    for i, x in enumerate(xs):
+        text(x, y0 + rows_y[0] + 20, f"$x_{i + 1}$", size=FONT)
+    return [[(x, y0 + y) for x in xs] for y in rows_y]
+
+
+def costs(x0, y, computation, sequential, path):
+    """The three columns of the complexity table, one line each."""
+    for j, s in enumerate([f"computation per layer  {computation}",
+                           f"sequential operations  {sequential}",
+                           f"maximum path length  {path}"]):
+        text(x0 + 175, y + 19 * j, s, size=SMALL, color=MUTED)
+
+
+def convolution(x0, y0, title, dilations, cost_lines):
+    """Stacked convolutions of kernel 3; the cone of the top middle node is on the path."""
+    gap = 150 / len(dilations)
+    grid = panel(x0, y0, title, [190 - gap * r for r in range(len(dilations) + 1)])
+    cone = {N // 2}  # positions of the top node's receptive field, row by row going down
+    for r in range(len(dilations), 0, -1):
+        dil = dilations[r - 1]
+        below = set()
+        for i in range(N):
+            for j in (i - dil, i, i + dil):
+                if 0 <= j < N:
+                    on = i in cone
+                    line(grid[r][i], grid[r - 1][j], on)
+                    below |= {j} if on else set()
+        for i in range(N):
+            node(grid[r][i], i in cone)
+        cone = below
+    for i in range(N):
+        node(grid[0][i], i in cone)
+    costs(x0, y0 + 238, *cost_lines)
+
+
+convolution(0, 24, "convolution, kernel k = 3 (3 layers)", [1, 1, 1],
+            [r"$O(knd^2)$", r"$O(1)$", r"$O(n/k)$"])
+convolution(375, 24, "dilated convolution, k = 3 (dilation 1, 3)", [1, 3],
+            [r"$O(knd^2)$", r"$O(1)$", r"$O(\log_k n)$"])
+
+# Recurrent: a chain of states, x_1's signal passes through every one of them.
+grid = panel(0, 344, "recurrent network (GRU, LSTM)", [190, 100])
+for i in range(N):
+    line(grid[0][i], grid[1][i], i == 0)
+    if i + 1 < N:
+        line(grid[1][i], grid[1][i + 1], True)
+        ax.annotate("", grid[1][i + 1], grid[1][i], zorder=5,
+                    arrowprops=dict(arrowstyle="-|>", color=PATH, shrinkA=8, shrinkB=8,
+                                    linewidth=0))
+    node(grid[0][i], i == 0)
+    node(grid[1][i], True)
+    text(grid[1][i][0], grid[1][i][1] - 20, f"$h_{i + 1}$", size=FONT)
+costs(0, 344 + 238, r"$O(nd^2)$", r"$O(n)$", r"$O(n)$")
+
+# Self-attention: every output reads every input in one step.
+grid = panel(375, 344, "self-attention", [190, 60])
+for i in range(N):
+    for j in range(N):
+        line(grid[0][j], grid[1][i], (i, j) == (N - 1, 0))
+for i in range(N):
+    node(grid[0][i], i == 0)
+    node(grid[1][i], i == N - 1)
+    text(grid[1][i][0], grid[1][i][1] - 20, f"$y_{i + 1}$", size=FONT)
+costs(375, 344 + 238, r"$O(n^2d)$", r"$O(1)$", r"$O(1)$")
+ax.plot([375, 375], [10, H - 10], color="#e4e4e4", linewidth=1)
+ax.plot([10, W - 10], [330, 330], color="#e4e4e4", linewidth=1)
+
+fig.savefig(Path(__file__).with_suffix(".svg"), metadata={"Date": None})
