@@ -61,11 +61,19 @@ def encode_sentences(tokenizer, sentences, max_len):
 
 def load_data_doc_topics(tokenizer, batch_size, split="train", max_len=64):
     """Minibatches (tokens, segments, valid_lens, labels) of a split, as mxnet.np int32 arrays
-    of shapes (b, L), (b, L), (b,), (b,): an ArrayLoader, shuffled for ``"train"``."""
+    of shapes (b, L), (b, L), (b,), (b,): an ArrayLoader, for ``"train"`` shuffled with
+    sentences of similar length batched together (less padding), in file order otherwise."""
     sentences, labels = read_doc_topics(split)
     arrays = encode_sentences(tokenizer, sentences, max_len) + (onp.array(labels, "int32"),)
+    train = split == "train"
     return ArrayLoader(tuple(np.array(a, dtype="int32") for a in arrays),
-                       check_int("batch_size", batch_size, minimum=1), split == "train")
+                       check_int("batch_size", batch_size, minimum=1), train,
+                       arrays[2] if train else None)
+
+
+def bow_vocab(sentences):
+    """The baseline's vocabulary: the lowercased words of ``sentences``, and '<unk>'."""
+    return Vocab([_WORD.findall(s.lower()) for s in sentences])
 
 
 def bow_logistic_regression(train_sentences, train_labels, test_sentences, lr=0.5,
@@ -76,7 +84,7 @@ def bow_logistic_regression(train_sentences, train_labels, test_sentences, lr=0.
     Multinomial logistic regression, softmax(x W + b), fitted by ``num_steps`` steps of
     gradient descent on the mean cross-entropy plus ``weight_decay`` ||W||^2 / 2, from zeros.
     """
-    vocab = Vocab([_WORD.findall(s.lower()) for s in train_sentences])
+    vocab = bow_vocab(train_sentences)
 
     def features(sentences):
         X = onp.zeros((len(sentences), len(vocab)))
