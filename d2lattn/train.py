@@ -303,7 +303,8 @@ def evaluate_accuracy(net, data_iter, devices):
     return correct[0] / correct[1]
 
 
-def train_classifier(net, train_iter, val_iter, num_epochs, lr, devices, freeze_encoder=False):
+def train_classifier(net, train_iter, val_iter, num_epochs, lr, devices,
+                     freeze_encoder=False):
     """Fine-tune a :class:`d2lattn.bert.BERTClassifier` with Adam on the mean cross-entropy.
 
     Batches are (tokens, segments, valid_lens, labels), split across ``devices`` as in
