@@ -305,7 +305,7 @@ def evaluate_accuracy(net, data_iter, devices):
 
 def train_classifier(net, train_iter, val_iter, num_epochs, lr, devices,
                      freeze_encoder=False):
-    """Fine-tune a :class:`d2lattn.bert.BERTClassifier` with Adam on the mean cross-entropy.
+    """Fine-tune a :class:`d2lattn.bert.BERTClassifier` with Adam on the cross-entropy.
 
     Batches are (tokens, segments, valid_lens, labels), split across ``devices`` as in
     :func:`train_bert`. Parameters not yet initialised (the new head) get Xavier; the
