@@ -20,8 +20,8 @@ npx.set_np()
 from .attention import (AdditiveAttention, ConcatAttention, DotProductAttention,  # noqa: E402
                         GeneralAttention, MultiHeadAttention, ScoredAttention, masked_softmax,
                         transpose_output, transpose_qkv)
-from .bert import (BERTEncoder, BERTModel, MaskLM, NextSentencePred,  # noqa: E402
-                   load_pretrained, sentence_embeddings)
+from .bert import (BERTClassifier, BERTEncoder, BERTModel, MaskLM,  # noqa: E402
+                   NextSentencePred, Pooler, load_pretrained, mean_pool, sentence_embeddings)
 from .decoding import beam_search, greedy_search, predict_seq2seq  # noqa: E402
 from .device import cpu, gpu, num_gpus, try_all_gpus, try_gpu  # noqa: E402
 from .metrics import bleu, corpus_bleu  # noqa: E402
@@ -35,8 +35,8 @@ from .seq2seq import (AttentionDecoder, Decoder, Encoder, EncoderDecoder,  # noq
 from .text import (Vocab, WordPieceTokenizer, get_tokens_and_segments,  # noqa: E402
                    truncate_pad)
 from .train import (Accumulator, MaskedSoftmaxCELoss, Timer, TransformerSchedule,  # noqa: E402
-                    bert_batch_loss, grad_clipping, seq2seq_loss, set_seed, train_bert,
-                    train_seq2seq)
+                    bert_batch_loss, evaluate_accuracy, grad_clipping, seq2seq_loss,
+                    set_seed, train_bert, train_classifier, train_seq2seq)
 from .transformer import (AddNorm, PositionWiseFFN, TransformerDecoder,  # noqa: E402
                           TransformerDecoderBlock, TransformerEncoder, TransformerEncoderBlock)
 

@@ -110,9 +110,30 @@ class NextSentencePred(nn.Block):
         return self.output(X)
 
 
+class Pooler(nn.Dense):
+    """BERT's pooler: tanh(W x + b) of the [CLS] token's hidden state x, (batch, steps, d) ->
+    (batch, num_hiddens). ``BERTModel.hidden`` feeds NSP with it; a classifier reuses it."""
+
+    def __init__(self, num_hiddens, **kwargs):
+        super().__init__(check_int("num_hiddens", num_hiddens, minimum=1), activation="tanh",
+                         **kwargs)
+
+    def forward(self, X):
+        return super().forward(X[:, 0, :])
+
+
+def mean_pool(X, valid_lens):
+    """The mean of each sequence's first ``valid_lens`` hidden states: (batch, steps, d),
+    (batch,) -> (batch, d). Padding positions do not count; a length of 0 gives zeros."""
+    lens = valid_lens.astype(X.dtype)
+    mask = npx.sequence_mask(np.ones(X.shape[:2], ctx=X.ctx), lens, True, axis=1)
+    total = (X * np.expand_dims(mask, -1)).sum(axis=1)
+    return total / np.expand_dims(np.maximum(lens, 1), -1)
+
+
 class BERTModel(nn.Block):
     """BERT for pretraining: the encoder, the MLM head and, on the pooled [CLS] token
-    (Dense(num_hiddens, tanh)), the NSP head.
+    (:class:`Pooler`), the NSP head.
 
     Call ``(tokens, segments, valid_lens=None, pred_positions=None)`` ->
     ``(encoded_X (batch, steps, num_hiddens), mlm_Y_hat (batch, P, vocab_size) or None,
@@ -124,14 +145,14 @@ class BERTModel(nn.Block):
         super().__init__(**kwargs)
         self.encoder = BERTEncoder(vocab_size, num_hiddens, ffn_num_hiddens, num_heads,
                                    num_blks, dropout, max_len, norm_eps=norm_eps)
-        self.hidden = nn.Dense(num_hiddens, activation="tanh")
+        self.hidden = Pooler(num_hiddens)
         self.mlm = MaskLM(vocab_size, num_hiddens, norm_eps)
         self.nsp = NextSentencePred()
 
     def forward(self, tokens, segments, valid_lens=None, pred_positions=None):
         encoded_X = self.encoder(tokens, segments, valid_lens)
         mlm_Y_hat = None if pred_positions is None else self.mlm(encoded_X, pred_positions)
-        nsp_Y_hat = self.nsp(self.hidden(encoded_X[:, 0, :]))
+        nsp_Y_hat = self.nsp(self.hidden(encoded_X))
         return encoded_X, mlm_Y_hat, nsp_Y_hat
 
 
@@ -282,10 +303,40 @@ def sentence_embeddings(encoder, tokenizer, sentences, batch_size=32):
         tokens, segments, valid_lens = (
             np.array(a, dtype="int32", ctx=ctx)
             for a in tokenizer.encode_batch(list(sentences[i:i + batch_size])))
-        hidden = encoder(tokens, segments, valid_lens)
-        mask = npx.sequence_mask(np.ones(tokens.shape, ctx=ctx), valid_lens.astype("float32"),
-                                 True, axis=1)
-        total = (hidden * np.expand_dims(mask, -1)).sum(axis=1)
-        pooled.append((total / np.expand_dims(valid_lens.astype("float32"), -1)).asnumpy())
+        pooled.append(mean_pool(encoder(tokens, segments, valid_lens), valid_lens).asnumpy())
     pooled = onp.concatenate(pooled)
     return pooled / onp.maximum(onp.linalg.norm(pooled, axis=1, keepdims=True), 1e-12)
+
+
+class BERTClassifier(nn.Block):
+    """A pretrained encoder with a classification head: dropout and Dense(num_classes) on a
+    sentence vector.
+
+    Call ``(tokens (batch, steps), segments (batch, steps), valid_lens (batch,))`` -> logits
+    (batch, num_classes). ``pooling="cls"``: the sentence vector is the :class:`Pooler`
+    output of the [CLS] token (d2l's choice; pass a pretrained one as ``pooler``, e.g.
+    ``BERTModel.hidden``, or a new one is made); ``"mean"``: the mean of the hidden states
+    of the valid tokens (:func:`mean_pool`, what sentence-transformers trains MiniLM for).
+    """
+
+    def __init__(self, encoder, num_classes, dropout, pooling="cls", pooler=None, **kwargs):
+        super().__init__(**kwargs)
+        if not isinstance(encoder, BERTEncoder):
+            raise TypeError(f"encoder must be a BERTEncoder, got {type(encoder).__name__}")
+        if pooling not in ("cls", "mean"):
+            raise ValueError(f"pooling must be 'cls' or 'mean', got {pooling!r}")
+        if pooler is not None and (pooling != "cls" or not isinstance(pooler, Pooler)):
+            raise ValueError(f"pooler must be None or, with pooling='cls', a Pooler; got "
+                             f"{type(pooler).__name__} with pooling={pooling!r}")
+        self.encoder, self.pooling = encoder, pooling
+        if pooling == "cls":
+            self.pooler = Pooler(encoder.num_hiddens) if pooler is None else pooler
+        self.dropout = Dropout(check_rate("dropout", dropout))
+        self.output = nn.Dense(check_int("num_classes", num_classes, minimum=2))
+
+    def forward(self, tokens, segments, valid_lens):
+        if valid_lens is None:
+            raise ValueError("valid_lens must be given: (batch,) lengths, got None")
+        X = self.encoder(tokens, segments, valid_lens)
+        pooled = self.pooler(X) if self.pooling == "cls" else mean_pool(X, valid_lens)
+        return self.output(self.dropout(pooled))

@@ -3,6 +3,7 @@ optional label smoothing), gradient clipping, the Transformer's warm-up learning
 and the training loops of sequence-to-sequence models and of BERT."""
 import random
 import time
+import warnings
 
 import mxnet as mx
 import numpy as onp
@@ -279,3 +280,63 @@ def _optimizer_params(lr, lr_scheduler):
     if lr is not None:
         raise ValueError(f"lr must be None when lr_scheduler sets the learning rate, got {lr!r}")
     return {"learning_rate": None, "lr_scheduler": lr_scheduler}
+
+
+# --- Fine-tuning a classifier (d2lattn.bert.BERTClassifier) ------------------------------------
+
+def classifier_batch_loss(net, tokens, segments, valid_lens, labels):
+    """Summed cross-entropy and number of correct predictions of a classifier on one batch
+    (arrays on the net's device): ``(loss (), correct ())``. Padding columns are dropped."""
+    width = int(valid_lens.max())
+    logits = net(tokens[:, :width], segments[:, :width], valid_lens)
+    correct = (logits.argmax(axis=1).astype("int32") == labels.astype("int32")).sum()
+    return _CE(logits, labels).sum(), correct
+
+
+def evaluate_accuracy(net, data_iter, devices):
+    """Fraction of the examples of ``data_iter`` (batches tokens, segments, valid_lens,
+    labels) that ``net`` classifies correctly, the batches split across ``devices``."""
+    correct = Accumulator(2)
+    for batch in data_iter:
+        for shard in zip(*(_split_and_load(x, devices) for x in batch)):
+            correct.add(classifier_batch_loss(net, *shard)[1], shard[0].shape[0])
+    return correct[0] / correct[1]
+
+
+def train_classifier(net, train_iter, val_iter, num_epochs, lr, devices,
+                     freeze_encoder=False):
+    """Fine-tune a :class:`d2lattn.bert.BERTClassifier` with Adam on the cross-entropy.
+
+    Batches are (tokens, segments, valid_lens, labels), split across ``devices`` as in
+    :func:`train_bert`. Parameters not yet initialised (the new head) get Xavier; the
+    pretrained ones are kept and copied to ``devices``. ``freeze_encoder``: the encoder's
+    parameters get grad_req 'null' and stay unchanged (only the head trains); otherwise
+    'write'. Returns ``{"loss": [...] per step, "val_acc": [...] per epoch}``.
+    """
+    num_epochs = check_int("num_epochs", num_epochs, minimum=1)
+    if not isinstance(devices, (list, tuple)) or not devices:
+        raise ValueError(f"devices must be a non-empty list of contexts, got {devices!r}")
+    if not isinstance(freeze_encoder, bool):
+        raise TypeError(f"freeze_encoder must be a bool, got {freeze_encoder!r}")
+    with warnings.catch_warnings():  # "already initialized": the pretrained parameters
+        warnings.simplefilter("ignore")
+        net.initialize(mx.init.Xavier(), ctx=list(devices))
+    net.collect_params().reset_ctx(list(devices))
+    net.encoder.collect_params().setattr("grad_req", "null" if freeze_encoder else "write")
+    params = {name: p for name, p in net.collect_params().items() if p.grad_req != "null"}
+    trainer = gluon.Trainer(params, "adam", {"learning_rate": check_positive("lr", lr)})
+    history = {"loss": [], "val_acc": []}
+    with tqdm(total=num_epochs * len(train_iter), desc="steps", mininterval=1) as progress:
+        for _ in range(num_epochs):
+            for batch in train_iter:
+                shards = list(zip(*(_split_and_load(x, devices) for x in batch)))
+                with autograd.record():
+                    losses = [classifier_batch_loss(net, *shard)[0] for shard in shards]
+                for loss in losses:
+                    loss.backward()
+                trainer.step(batch[0].shape[0])
+                history["loss"].append(sum(float(l) for l in losses) / batch[0].shape[0])
+                progress.update()
+            history["val_acc"].append(evaluate_accuracy(net, val_iter, devices))
+            progress.set_postfix(val_acc=f"{history['val_acc'][-1]:.3f}")
+    return history

