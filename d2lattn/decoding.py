@@ -69,19 +69,19 @@ def beam_step(beams, log_probs, weights, beam_size, eos, alpha):
     None. Returns (live beams, the index of each one's parent, finished hypotheses
     (log P / L^alpha, ids without <bos>, rows) for the extensions that ended with <eos>).
     """
-    candidates = sorted(((score + float(log_probs[b, token]), b, int(token))
-                         for b, (score, _, _) in enumerate(beams)
-                         for token in onp.argsort(-log_probs[b])[:beam_size]),
+    candidates = sorted(((score + float(log_probs[i, token]), i, int(token))
+                         for i, (score, _, _) in enumerate(beams)
+                         for token in onp.argsort(-log_probs[i])[:beam_size]),
                         key=lambda c: -c[0])
     live, parents, finished = [], [], []
-    for score, b, token in candidates:
-        _, ids, rows = beams[b]
-        rows = rows if weights is None else rows + [weights[b]]
+    for score, i, token in candidates:
+        _, ids, rows = beams[i]
+        rows = rows if weights is None else rows + [weights[i]]
         if token == eos:  # L = len(ids): the tokens after <bos>, plus <eos>
             finished.append((score / len(ids) ** alpha, ids[1:], rows))
         else:
             live.append((score, ids + [token], rows))
-            parents.append(b)
+            parents.append(i)
         if len(live) == beam_size:
             break
     return live, parents, finished
