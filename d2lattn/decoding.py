@@ -61,6 +61,32 @@ def _finish(outputs, weights, src_valid_len, tgt_vocab):
     return translations, (alignments if weights[0] is not None else None)
 
 
+def beam_step(beams, log_probs, weights, beam_size, eos, alpha):
+    """One step of beam search: extend the live beams, keep the ``beam_size`` best.
+
+    beams: [(log P, token ids from <bos>, attention rows)]; log_probs: (beams, vocab)
+    NumPy log-probabilities of each beam's next token; weights: (beams, source steps) or
+    None. Returns (live beams, the index of each one's parent, finished hypotheses
+    (log P / L^alpha, ids without <bos>, rows) for the extensions that ended with <eos>).
+    """
+    candidates = sorted(((score + float(log_probs[i, token]), i, int(token))
+                         for i, (score, _, _) in enumerate(beams)
+                         for token in onp.argsort(-log_probs[i])[:beam_size]),
+                        key=lambda c: -c[0])
+    live, parents, finished = [], [], []
+    for score, i, token in candidates:
+        _, ids, rows = beams[i]
+        rows = rows if weights is None else rows + [weights[i]]
+        if token == eos:  # L = len(ids): the tokens after <bos>, plus <eos>
+            finished.append((score / len(ids) ** alpha, ids[1:], rows))
+        else:
+            live.append((score, ids + [token], rows))
+            parents.append(i)
+        if len(live) == beam_size:
+            break
+    return live, parents, finished
+
+
 def beam_search(net, src_tokens, src_vocab, tgt_vocab, num_steps, device, beam_size=4,
                 alpha=0.75):
     """Translate one token list by beam search with a length penalty.
@@ -74,33 +100,17 @@ def beam_search(net, src_tokens, src_vocab, tgt_vocab, num_steps, device, beam_s
     beam_size = check_int("beam_size", beam_size, minimum=1)
     state, src_valid_len = _encode(net, [src_tokens], src_vocab, num_steps, device)
     src_len = int(src_valid_len[0])
-    eos = tgt_vocab["<eos>"]
     # Each live beam: (log-probability, token ids, weight rows). Start with one, <bos>.
     beams, finished = [(0.0, [tgt_vocab["<bos>"]], [])], []
     for _ in range(num_steps):
         tokens = np.array([ids[-1] for _, ids, _ in beams], dtype="int32", ctx=device)
-        log_probs, state, step_weights = _step(net, tokens, state)
-        log_probs = log_probs.asnumpy()
-        step_weights = None if step_weights is None else step_weights.asnumpy()[:, :src_len]
-        candidates = []
-        for b, (score, ids, rows) in enumerate(beams):
-            for token in onp.argsort(-log_probs[b])[:beam_size]:
-                candidates.append((score + float(log_probs[b, token]), b, int(token)))
-        candidates.sort(key=lambda c: -c[0])
-        new_beams, parents = [], []
-        for score, b, token in candidates:
-            _, ids, rows = beams[b]
-            rows = rows + ([] if step_weights is None else [step_weights[b]])
-            if token == eos:
-                finished.append((score / (len(ids)) ** alpha, ids[1:], rows))
-            else:
-                new_beams.append((score, ids + [token], rows))
-                parents.append(b)
-            if len(new_beams) == beam_size:
-                break
-        if len(finished) >= beam_size or not new_beams:
+        log_probs, state, weights = _step(net, tokens, state)
+        weights = None if weights is None else weights.asnumpy()[:, :src_len]
+        beams, parents, ended = beam_step(beams, log_probs.asnumpy(), weights, beam_size,
+                                          tgt_vocab["<eos>"], alpha)
+        finished += ended
+        if len(finished) >= beam_size or not beams:
             break
-        beams = new_beams
         state = net.decoder.reorder_state(state, np.array(parents, dtype="int32", ctx=device))
     if not finished:  # no hypothesis ended within num_steps: take the best live one
         finished = [(score / len(ids) ** alpha, ids[1:], rows) for score, ids, rows in beams]

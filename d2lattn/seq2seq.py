@@ -67,31 +67,56 @@ class Seq2SeqEncoder(Encoder):
 
     Each layer is its own fused GRU so that the state handed to the decoder is each layer's
     state at the last *real* token of each sequence, not after the padding (MXNet's CPU GRU
-    ignores ``use_sequence_length``).
+    ignores ``use_sequence_length``). With ``bidirectional=True`` each layer also runs a
+    second GRU from each sequence's last real token back to its first, and the outputs
+    concatenate both directions, (batch, steps, 2h), as in Bahdanau et al. (2015); the
+    state stays the forward direction's, (layers, batch, h).
     """
 
-    def __init__(self, vocab_size, embed_size, num_hiddens, num_layers, dropout=0, **kwargs):
+    def __init__(self, vocab_size, embed_size, num_hiddens, num_layers, dropout=0,
+                 bidirectional=False, **kwargs):
         super().__init__(**kwargs)
         check_int("num_layers", num_layers, minimum=1)
+        if not isinstance(bidirectional, bool):
+            raise TypeError(f"bidirectional must be a bool, got {bidirectional!r}")
+        self.bidirectional = bidirectional
         self.embedding = nn.Embedding(vocab_size, embed_size)
-        self.rnns = nn.Sequential()
+        self.rnns, self.backward_rnns = nn.Sequential(), nn.Sequential()
         for _ in range(num_layers):
             self.rnns.add(rnn.GRU(num_hiddens, layout="NTC"))
+            if bidirectional:
+                self.backward_rnns.add(rnn.GRU(num_hiddens, layout="NTC"))
         self.dropout = Dropout(dropout)
 
     def forward(self, X, valid_len=None):
         _check_tokens(X, valid_len)
         batch, steps = X.shape
-        last = (np.full((batch,), steps, ctx=X.ctx) if valid_len is None
-                else np.maximum(valid_len, 1)).astype("int32") - 1
+        lengths = (np.full((batch,), steps, ctx=X.ctx) if valid_len is None
+                   else np.clip(valid_len, 1, steps)).astype("int32")
         rows = np.arange(batch, ctx=X.ctx)
         outputs, states = self.embedding(X), []
         for i, layer in enumerate(self.rnns):
             if i > 0:
                 outputs = self.dropout(outputs)
-            outputs = layer(outputs)
-            states.append(outputs[rows, last])
+            inputs, outputs = outputs, layer(outputs)
+            states.append(outputs[rows, lengths - 1])
+            if self.bidirectional:  # read each sequence backwards from its last real token
+                backward = self.backward_rnns[i](_reverse_within(inputs, lengths))
+                backward = _reverse_within(backward, lengths)  # back to source order
+                outputs = np.concatenate((outputs, backward), axis=-1)
         return outputs, np.stack(states)
+
+
+def _reverse_within(X, lengths):
+    """Reverse each sequence of X (batch, steps, ...) within its first ``lengths`` steps.
+
+    Steps beyond a sequence's length stay in place, so reversing twice restores X.
+    lengths: (batch,) ints in [1, steps].
+    """
+    steps = np.arange(X.shape[1], ctx=X.ctx).reshape(1, -1)
+    lengths = lengths.astype(steps.dtype).reshape(-1, 1)
+    index = np.where(steps < lengths, lengths - 1 - steps, steps)
+    return X[np.arange(X.shape[0], ctx=X.ctx).reshape(-1, 1), index]
 
 
 class Seq2SeqDecoder(Decoder):
@@ -127,8 +152,9 @@ class Seq2SeqAttentionDecoder(AttentionDecoder):
     """Bahdanau's decoder: at each step the previous hidden state queries the encoder outputs.
 
     query = top-layer decoder state s_{t-1} (batch, 1, h); keys = values = all encoder
-    outputs (batch, src steps, h), masked beyond each source's valid length. The context
-    and the embedded input token feed the GRU. ``attention`` defaults to additive attention.
+    outputs (batch, src steps, h, or 2h from a bidirectional encoder), masked beyond each
+    source's valid length. The context and the embedded input token feed the GRU; the
+    context also feeds the output layer. ``attention`` defaults to additive attention.
     state = (enc_outputs, hidden (layers, batch, h), enc_valid_len).
     """
 

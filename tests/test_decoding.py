@@ -7,7 +7,7 @@ import numpy as onp
 import pytest
 from mxnet import init, np
 
-from d2lattn.decoding import beam_search, greedy_search, predict_seq2seq
+from d2lattn.decoding import beam_search, beam_step, greedy_search, predict_seq2seq
 from d2lattn.seq2seq import (Decoder, Encoder, EncoderDecoder, Seq2SeqAttentionDecoder,
                              Seq2SeqDecoder, Seq2SeqEncoder)
 from d2lattn.text import Vocab
@@ -93,6 +93,24 @@ def test_beam_search_without_eos_returns_the_best_live_prefix():
     probs = {BOS: {A: 0.9, B: 0.1}, A: {A: 0.8, C: 0.2}, B: {B: 1.0}, C: {C: 1.0}}
     best, _ = beam_search(table_net(probs), ["a"], VOCAB, VOCAB, 3, mx.cpu(), beam_size=2)
     assert best == ["a", "a", "a"]
+
+
+def test_beam_step_keeps_the_best_extensions_and_scores_finished_ones_by_length():
+    # Two live beams with log P -1 and -2: <bos> a and <bos> b.
+    beams = [(-1.0, [BOS, A], [onp.array([1.0])]), (-2.0, [BOS, B], [onp.array([2.0])])]
+    probs = onp.full((2, len(VOCAB)), 1e-30)
+    probs[0, [EOS, B, C]] = 0.5, 0.3, 0.2  # after a
+    probs[1, [A, EOS]] = 0.9, 0.1           # after b
+    log_probs = onp.log(probs)
+    weights = onp.array([[0.7], [0.4]])
+    live, parents, finished = beam_step(beams, log_probs, weights, 2, EOS, alpha=1.0)
+    # Candidates by log P: a+<eos> -1.69, b+a -2.11, a+b -2.20: two live beams fill the beam.
+    assert [ids for _, ids, _ in live] == [[BOS, B, A], [BOS, A, B]] and parents == [1, 0]
+    onp.testing.assert_allclose([score for score, _, _ in live],
+                                [-2 + onp.log(0.9), -1 + onp.log(0.3)])
+    (score, ids, rows), = finished
+    assert ids == [A] and [r.tolist() for r in rows] == [[1.0], [0.7]]
+    onp.testing.assert_allclose(score, (-1 + onp.log(0.5)) / 2)  # L = 2: "a" and <eos>
 
 
 def seq2seq_net(decoder_cls=Seq2SeqAttentionDecoder, ctx=None):

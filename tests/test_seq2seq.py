@@ -7,14 +7,15 @@ from mxnet import autograd, init, np
 
 from d2lattn.attention import DotProductAttention
 from d2lattn.seq2seq import (EncoderDecoder, Seq2SeqAttentionDecoder, Seq2SeqDecoder,
-                             Seq2SeqEncoder)
+                             Seq2SeqEncoder, _reverse_within)
 
 VOCAB, EMBED, HIDDEN = 11, 5, 6
 
 
-def make_net(decoder_cls=Seq2SeqAttentionDecoder, layers=2, ctx=None, **kwargs):
+def make_net(decoder_cls=Seq2SeqAttentionDecoder, layers=2, ctx=None, bidirectional=False,
+             **kwargs):
     mx.random.seed(0)
-    net = EncoderDecoder(Seq2SeqEncoder(VOCAB, EMBED, HIDDEN, layers),
+    net = EncoderDecoder(Seq2SeqEncoder(VOCAB, EMBED, HIDDEN, layers, bidirectional=bidirectional),
                          decoder_cls(VOCAB, EMBED, HIDDEN, layers, **kwargs))
     net.initialize(init.Xavier(), ctx=ctx)
     return net
@@ -45,11 +46,12 @@ def test_encoder_state_ignores_padding(layers):
     onp.testing.assert_allclose(padded[:, 1].asnumpy(), full[:, 0].asnumpy(), rtol=1e-5)
 
 
-@pytest.mark.parametrize("decoder_cls", [Seq2SeqDecoder, Seq2SeqAttentionDecoder])
-def test_decoding_step_by_step_equals_one_call(decoder_cls):
+@pytest.mark.parametrize("decoder_cls, bidirectional", [
+    (Seq2SeqDecoder, False), (Seq2SeqAttentionDecoder, False), (Seq2SeqAttentionDecoder, True)])
+def test_decoding_step_by_step_equals_one_call(decoder_cls, bidirectional):
     # Training calls the decoder once on the whole target; prediction calls it once per
     # token with the state carried over: both must give the same logits.
-    net = make_net(decoder_cls)
+    net = make_net(decoder_cls, bidirectional=bidirectional)
     X, valid_len, Y = tokens((2, 5)), np.array([5, 3], dtype="int32"), tokens((2, 4), seed=2)
     enc = net.encoder(X, valid_len)
     logits, _ = net.decoder(Y, net.decoder.init_state(enc, valid_len))
@@ -102,8 +104,9 @@ def test_reorder_state_selects_batch_rows(decoder_cls):
     onp.testing.assert_allclose(picked.asnumpy(), everything.asnumpy()[[2, 2, 0]], rtol=1e-5)
 
 
-def test_gradients_reach_every_parameter():
-    net = make_net()
+@pytest.mark.parametrize("bidirectional", [False, True])
+def test_gradients_reach_every_parameter(bidirectional):
+    net = make_net(bidirectional=bidirectional)
     with autograd.record():
         logits, _ = net(tokens((2, 5)), tokens((2, 3)), np.array([5, 3], dtype="int32"))
         logits.sum().backward()
@@ -111,9 +114,10 @@ def test_gradients_reach_every_parameter():
         assert float(np.abs(param.grad()).sum()) > 0, name
 
 
-@pytest.mark.parametrize("decoder_cls", [Seq2SeqDecoder, Seq2SeqAttentionDecoder])
-def test_models_run_on_cpu1(decoder_cls, cpu1):
-    net = make_net(decoder_cls, ctx=cpu1)
+@pytest.mark.parametrize("decoder_cls, bidirectional", [
+    (Seq2SeqDecoder, False), (Seq2SeqAttentionDecoder, False), (Seq2SeqAttentionDecoder, True)])
+def test_models_run_on_cpu1(decoder_cls, bidirectional, cpu1):
+    net = make_net(decoder_cls, ctx=cpu1, bidirectional=bidirectional)
     X, valid_len = tokens((2, 5), ctx=cpu1), np.array([5, 3], dtype="int32", ctx=cpu1)
     with autograd.record():
         logits, state = net(X, tokens((2, 3), ctx=cpu1), valid_len)
@@ -131,3 +135,61 @@ def test_encoder_rejects_bad_shapes():
 def test_encoder_rejects_zero_layers():
     with pytest.raises(ValueError, match="num_layers must be an int >= 1"):
         Seq2SeqEncoder(VOCAB, EMBED, HIDDEN, 0)
+
+
+def test_encoder_rejects_a_bidirectional_flag_that_is_not_a_bool():
+    with pytest.raises(TypeError, match="bidirectional must be a bool, got 'yes'"):
+        Seq2SeqEncoder(VOCAB, EMBED, HIDDEN, 1, bidirectional="yes")
+
+
+def test_reverse_within_matches_numpy_and_undoes_itself():
+    X = onp.arange(2 * 5 * 3, dtype="float32").reshape(2, 5, 3)
+    lengths = onp.array([3, 5])
+    expected = X.copy()
+    for row, length in enumerate(lengths):
+        expected[row, :length] = X[row, :length][::-1]
+    reversed_ = _reverse_within(np.array(X), np.array(lengths, dtype="int32"))
+    onp.testing.assert_array_equal(reversed_.asnumpy(), expected)
+    twice = _reverse_within(reversed_, np.array(lengths, dtype="int32"))
+    onp.testing.assert_array_equal(twice.asnumpy(), X)
+
+
+@pytest.mark.parametrize("layers", [1, 2])
+def test_bidirectional_encoder_shapes_and_state_is_the_forward_direction(layers):
+    net = make_net(layers=layers, bidirectional=True)
+    X, valid_len = tokens((3, 7)), np.array([7, 4, 1], dtype="int32")
+    outputs, state = net.encoder(X, valid_len)
+    assert outputs.shape == (3, 7, 2 * HIDDEN) and state.shape == (layers, 3, HIDDEN)
+    for row, length in enumerate([7, 4, 1]):
+        onp.testing.assert_allclose(state[-1, row].asnumpy(),
+                                    outputs[row, length - 1, :HIDDEN].asnumpy(), rtol=1e-6)
+
+
+@pytest.mark.parametrize("layers", [1, 3])
+def test_bidirectional_outputs_at_real_positions_ignore_padding(layers):
+    # Padding after a sequence must change neither direction at its real positions: the
+    # backward GRU starts at the last real token, not at the end of the padding.
+    net = make_net(layers=layers, bidirectional=True)
+    X = tokens((2, 6))
+    padded, padded_state = net.encoder(X, np.array([4, 6], dtype="int32"))
+    short, short_state = net.encoder(X[:1, :4])
+    full, _ = net.encoder(X[1:])
+    onp.testing.assert_allclose(padded[0, :4].asnumpy(), short[0].asnumpy(), rtol=1e-5,
+                                atol=1e-7)
+    onp.testing.assert_allclose(padded[1].asnumpy(), full[0].asnumpy(), rtol=1e-5, atol=1e-7)
+    onp.testing.assert_allclose(padded_state[:, 0].asnumpy(), short_state[:, 0].asnumpy(),
+                                rtol=1e-5)
+
+
+def test_backward_direction_equals_a_loop_from_the_last_real_token():
+    net = make_net(layers=1, bidirectional=True)
+    X, length = tokens((1, 6)), 4
+    outputs, _ = net.encoder(X, np.array([length], dtype="int32"))
+    gru, embs = net.encoder.backward_rnns[0], net.encoder.embedding(X)
+    hidden, expected = np.zeros((1, 1, HIDDEN)), {}
+    for t in reversed(range(length)):  # one step at a time, last real token first
+        out, (hidden,) = gru(embs[:, t:t + 1], [hidden])
+        expected[t] = out[0, 0].asnumpy()
+    for t in range(length):
+        onp.testing.assert_allclose(outputs[0, t, HIDDEN:].asnumpy(), expected[t], rtol=1e-5,
+                                    atol=1e-7)
