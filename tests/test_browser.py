@@ -47,6 +47,8 @@ PAGE_FACTS = """async () => {
       .filter(pre => pre.scrollWidth > pre.clientWidth + 1)
       .map(pre => pre.textContent.split('\\n').reduce((a, b) => a.length < b.length ? b : a)),
     text: document.querySelector('article')?.innerText ?? '',
+    wide_math: Array.from(document.querySelectorAll('mjx-container[display="true"]'))
+      .filter(m => m.scrollWidth > m.clientWidth + 1).map(m => m.textContent.slice(0, 60)),
     launch: Array.from(document.querySelectorAll('.dropdown-launch-buttons a'), a => a.href),
   };
 }"""
@@ -215,6 +217,11 @@ def test_every_image_loads(visits):
 def test_no_code_or_output_is_clipped(visits):
     clipped = {name: visit["clipped"] for name, visit in visits.items() if visit.get("clipped")}
     assert not clipped, f"pre blocks wider than their box at 1280 px (longest lines): {clipped}"
+
+
+def test_no_display_formula_is_wider_than_the_page(visits):
+    wide = {name: visit["wide_math"] for name, visit in visits.items() if visit.get("wide_math")}
+    assert not wide, f"display formulas wider than the text at 1280 px: {wide}"
 
 
 def test_install_cell_and_nbval_markers_are_hidden(visits):
