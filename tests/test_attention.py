@@ -6,7 +6,8 @@ import numpy as onp
 import pytest
 from mxnet import autograd, np
 
-from reference import np_masked_softmax, value
+from reference import (np_additive_scores, np_dot_scores, np_masked_softmax,
+                       np_softmax_grad, value)
 from d2lattn.attention import (AdditiveAttention, ConcatAttention, DotProductAttention,
                                GeneralAttention, ScoredAttention, masked_softmax)
 from d2lattn.pooling import nadaraya_watson
@@ -35,15 +36,6 @@ def pairs(q, k):
     shape = (q.shape[0], q.shape[1], k.shape[1])
     return (onp.broadcast_to(q[:, :, None], shape + q.shape[-1:]),
             onp.broadcast_to(k[:, None], shape + k.shape[-1:]))
-
-
-def np_dot_scores(net, q, k):
-    return q @ k.transpose(0, 2, 1) / math.sqrt(q.shape[-1])
-
-
-def np_additive_scores(net, q, k):
-    feats = (q @ value(net.W_q.weight).T)[:, :, None] + (k @ value(net.W_k.weight).T)[:, None]
-    return (onp.tanh(feats) @ value(net.w_v.weight).T)[..., 0]
 
 
 def np_general_scores(net, q, k):
@@ -133,11 +125,6 @@ def test_masked_softmax_without_lengths_is_plain_softmax():
 def test_masked_softmax_with_extreme_scores_is_exact(row, length, expected):
     got = masked_softmax(as_np([[row]]), as_np([length])).asnumpy()
     onp.testing.assert_array_equal(got, [[expected]])
-
-
-def np_softmax_grad(w, G):
-    """d sum(w * G) / dX for w = softmax(X) over the last axis: w (G - sum(w G))."""
-    return w * (G - (w * G).sum(axis=-1, keepdims=True))
 
 
 @pytest.mark.parametrize("lens", LENS, ids=LENS_IDS)
