@@ -7,10 +7,12 @@ bounded number of examples, so a run is deterministic. Calls that used to kill t
 regression is then reported as a failure and the in-process tests of those cases are skipped,
 instead of the whole test run dying.
 """
+import os
 import subprocess
 import sys
 import textwrap
 
+import d2lattn
 import numpy as onp
 import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
@@ -117,10 +119,10 @@ def test_masked_softmax_in_float16_matches_the_reference(case):
     assert onp.isfinite(grad).all()
 
 
-@pytest.mark.parametrize("length", [2048, 2049, 2050, 2051])
+@pytest.mark.parametrize("length", [2049, 2050, 2051])
 def test_float16_masks_long_rows_at_the_exact_length(length):
     # Lengths cast to float16 rounded 2049 down (a valid key masked) and 2051 up.
-    w = masked_softmax(np.zeros((1, 1, 2051), dtype="float16"), np.array([length]))
+    w = masked_softmax(np.zeros((1, 1, 2053), dtype="float16"), np.array([length]))
     assert (w.asnumpy()[0, 0, :length] > 0).all() and (w.asnumpy()[0, 0, length:] == 0).all()
 
 
@@ -166,8 +168,9 @@ print("all done")
 def probe():
     """The formerly crashing calls, run in a child process: (return code, output)."""
     code = f"CASES = {CRASH_CASES!r}\n{PROBE}"
+    package_root = os.path.dirname(os.path.dirname(d2lattn.__file__))  # the d2lattn under test
     child = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                           timeout=300)
+                           timeout=300, env={**os.environ, "PYTHONPATH": package_root})
     return child.returncode, child.stdout + child.stderr
 
 
