@@ -14,15 +14,15 @@ from ._ops import Dropout, sequence_mask, transpose
 
 
 def masked_softmax(X, valid_lens):
-    """Softmax over the last axis of ``X`` that gives key positions >= the valid length weight 0.
+    """Softmax over the last axis of ``X`` that gives keys beyond the valid length weight 0.
 
-    X: (batch, queries, keys) float scores, keys >= 1. valid_lens: None (no masking), (batch,)
-    one length per sequence shared by all its queries, or (batch, queries) one length per
-    query; integers in [0, keys], stored as ints or floats, on any context. A valid length
-    of 0 gives an all-zero row. Masked scores are replaced, not added to (d2l's -1e6 leaks
-    weight when the valid scores are lower still), so their weight and gradient are exactly
-    0 whatever they hold, inf and NaN included. float16 scores are computed in float32.
-    Returns (batch, queries, keys), X's dtype.
+    X: (batch, queries, keys) float scores, keys >= 1. valid_lens: None (no masking),
+    (batch,) one length per sequence shared by all its queries, or (batch, queries) one
+    length per query; integers in [0, keys], stored as ints or floats, on any context. A
+    valid length of 0 gives an all-zero row. Masked scores are replaced, not added to
+    (d2l's -1e6 leaks weight when the valid scores are lower still), so their weight and
+    gradient are exactly 0 whatever they hold, inf and NaN included. float16 scores are
+    computed in float32. Returns (batch, queries, keys), X's dtype.
     """
     _check_scores("X", X)
     kind = None if valid_lens is None else _check_valid_lens(valid_lens, X.shape)
@@ -30,11 +30,12 @@ def masked_softmax(X, valid_lens):
 
 
 def _masked_softmax(X, valid_lens, kind):
-    """masked_softmax without the checks of ``valid_lens``' values (a host round trip); ``kind``
-    is what the check returned: "full" (nothing to mask), "some" (no length is 0) or "empty"."""
+    """masked_softmax without the checks of ``valid_lens``' values (a host round trip);
+    ``kind`` is what the check returned: "full" (nothing to mask), "some" (no length is 0)
+    or "empty"."""
     if X.dtype == onp.float16:  # float16 sums of long rows are wrong: sum in float32
         return _masked_softmax(X.astype("float32"), valid_lens, kind).astype(X.dtype)
-    if valid_lens is None or kind == "full" or X.size == 0:  # MXNet's masks crash on size 0
+    if valid_lens is None or kind == "full" or X.size == 0:  # masks crash on size 0
         return npx.softmax(X, axis=-1)
     shape = X.shape
     # int32 lengths: exact, unlike lengths cast to the scores' dtype
@@ -127,8 +128,8 @@ def _check_inputs(queries, keys, values, no_keys=False):
         raise TypeError("queries, keys and values must have one dtype, got "
                         f"{_dtype(queries)}, {_dtype(keys)}, {_dtype(values)}")
     if queries.dtype == onp.float16 and queries.ctx.device_type == "cpu":
-        raise TypeError("queries, keys and values are float16, which MXNet's matrix products "
-                        "do not support on the CPU: cast them to float32")
+        raise TypeError("queries, keys and values are float16, which MXNet's matrix "
+                        "products do not support on the CPU: cast them to float32")
     if not queries.shape[0] == keys.shape[0] == values.shape[0]:
         raise ValueError(f"queries, keys and values must have the same batch size, {got}")
     if keys.shape[1] != values.shape[1]:
@@ -146,9 +147,9 @@ def _check_param_dtype(block, queries):
     """Raise if ``block`` has parameters of another dtype than ``queries``."""
     for param in block.collect_params().values():
         if onp.dtype(param.dtype) != queries.dtype:
-            raise TypeError(f"queries have dtype {_dtype(queries)} but {param.name} has dtype "
-                            f"{onp.dtype(param.dtype).name}: cast the inputs or the block "
-                            "(block.cast(dtype))")
+            raise TypeError(f"queries have dtype {_dtype(queries)} but {param.name} has "
+                            f"dtype {onp.dtype(param.dtype).name}: cast the inputs or the "
+                            "block (block.cast(dtype))")
 
 
 def _dtype(x):
@@ -318,8 +319,8 @@ class MultiHeadAttention(gluon.nn.Block):
         q = transpose_qkv(self.W_q(queries), h)
         if cache is not None and keys.shape[1] == 0:  # e.g. encoder outputs projected once
             if "k" not in _checked_cache(cache):
-                raise ValueError("keys must have at least one position, or the cache some keys, "
-                                 f"got keys {keys.shape} and an empty cache")
+                raise ValueError("keys must have at least one position, or the cache "
+                                 f"some keys, got keys {keys.shape} and an empty cache")
             k, v = _cached(cache, q.shape)
         else:
             k = transpose_qkv(self.W_k(keys), h)
