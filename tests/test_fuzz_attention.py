@@ -15,7 +15,7 @@ import textwrap
 import d2lattn
 import numpy as onp
 import pytest
-from hypothesis import HealthCheck, given, settings, strategies as st
+from hypothesis import HealthCheck, event, given, settings, strategies as st
 from mxnet import autograd, np
 
 from reference import (np_additive_scores, np_dot_scores, np_masked_softmax, np_multihead,
@@ -31,6 +31,7 @@ from d2lattn.transformer import TransformerEncoder
 FUZZ = settings(derandomize=True, max_examples=50, deadline=None, database=None,
                 suppress_health_check=[HealthCheck.too_slow])
 FUZZ_MANY = settings(FUZZ, max_examples=150)  # for the cheap masked_softmax cases
+FUZZ_LAYER = settings(FUZZ, max_examples=35)  # per attention layer
 TOL = {"float16": dict(rtol=0, atol=2e-3), "float32": dict(rtol=1e-5, atol=1e-6),
        "float64": dict(rtol=1e-10, atol=1e-12)}
 JUNK = [None, onp.inf, -onp.inf, onp.nan, 1e30]  # written over every masked score
@@ -41,7 +42,7 @@ JUNK = [None, onp.inf, -onp.inf, onp.nan, 1e30]  # written over every masked sco
 @st.composite
 def lengths(draw, rng, batch, queries, keys):
     """None, (batch,) or (batch, queries) lengths in [0, keys], 0 and keys often, any dtype."""
-    kind = draw(st.sampled_from(["none", "per-sequence", "per-query"]))
+    kind = draw(st.sampled_from(["per-sequence", "per-query", "none"]))
     if kind == "none":
         return None
     shape = (batch,) if kind == "per-sequence" else (batch, queries)
@@ -51,7 +52,7 @@ def lengths(draw, rng, batch, queries, keys):
 
 @st.composite
 def score_cases(draw, dtypes=("float32", "float64"), min_size=1):
-    """(X float64 cast to the dtype's values, lens, dtype): scores with junk where masked."""
+    """(X float64 holding the dtype's values, lens, dtype, junk): junk written where masked."""
     rng = onp.random.default_rng(draw(st.integers(0, 2 ** 32 - 1)))
     b, q = draw(st.integers(min_size, 3)), draw(st.integers(min_size, 4))
     k = draw(st.integers(1, 6))
@@ -62,7 +63,16 @@ def score_cases(draw, dtypes=("float32", "float64"), min_size=1):
     junk = draw(st.sampled_from(JUNK))
     if junk is not None:
         X[~key_mask(lens, X.shape)] = junk
-    return X.astype(dtype).astype("float64"), lens, dtype
+    with onp.errstate(over="ignore"):  # 1e30 is inf in float16: meant
+        return X.astype(dtype).astype("float64"), lens, dtype, junk
+
+
+def describe(api, lens, dtype, junk=None):
+    """Label the example for --hypothesis-show-statistics: what it covered."""
+    kind = "no lengths" if lens is None else f"{onp.ndim(lens)}-D lengths"
+    event(f"{api}: {dtype}, {kind}" + (", a length 0" if lens is not None and
+                                         (onp.asarray(lens) == 0).any() else ""))
+    event(f"{api}: junk {junk!r} where masked")
 
 
 def key_mask(lens, shape):
@@ -99,7 +109,8 @@ def softmax_and_grad(X, lens, dtype, G):
 @FUZZ_MANY
 @given(score_cases(), st.integers(0, 2 ** 32 - 1))
 def test_masked_softmax_values_and_gradients_match_the_reference(case, seed):
-    X, lens, dtype = case
+    X, lens, dtype, junk = case
+    describe("masked_softmax", lens, dtype, junk)
     G = onp.random.default_rng(seed).normal(size=X.shape)
     w, grad = softmax_and_grad(X, lens, dtype, G)
     expected = np_masked_softmax(X, lens)
@@ -113,7 +124,8 @@ def test_masked_softmax_values_and_gradients_match_the_reference(case, seed):
 @FUZZ_MANY
 @given(score_cases(dtypes=("float16",)))
 def test_masked_softmax_in_float16_matches_the_reference(case):
-    X, lens, dtype = case
+    X, lens, dtype, junk = case
+    describe("masked_softmax", lens, dtype, junk)
     w, grad = softmax_and_grad(X, lens, dtype, onp.ones(X.shape))
     onp.testing.assert_allclose(w, np_masked_softmax(X, lens), **TOL[dtype])
     assert onp.isfinite(grad).all()
@@ -245,10 +257,12 @@ def layer_cases(draw):
 LAYERS = ["dot", "additive", "multihead"]
 
 
-@FUZZ
-@given(st.sampled_from(LAYERS), layer_cases(), st.integers(0, 2 ** 32 - 1))
+@pytest.mark.parametrize("name", LAYERS)
+@FUZZ_LAYER
+@given(layer_cases(), st.integers(0, 2 ** 32 - 1))
 def test_attention_values_and_gradients_match_the_reference(name, case, seed):
     q, k, v, lens, dtype = case
+    describe(name, lens, dtype)
     net = make_layer(name, dtype, q, k, v)
     inputs = [as_np(x, dtype) for x in (q, k, v)]
     G = onp.random.default_rng(seed).normal(size=(q.shape[0], q.shape[1],
@@ -273,10 +287,12 @@ def test_attention_values_and_gradients_match_the_reference(name, case, seed):
         assert abs(numeric - analytic) <= 1e-3 * (1 + abs(numeric)), (i, numeric, analytic)
 
 
-@FUZZ
-@given(st.sampled_from(LAYERS), layer_cases(), st.sampled_from(JUNK[1:]))
+@pytest.mark.parametrize("name", LAYERS)
+@FUZZ_LAYER
+@given(layer_cases(), st.sampled_from(JUNK[1:]))
 def test_junk_in_padded_keys_and_scores_never_reaches_the_outputs(name, case, junk):
     q, k, v, lens, dtype = case
+    describe(name, lens, dtype, junk)
     if lens is None:
         lens = onp.full(q.shape[0], k.shape[1]).astype("int32")
     lens = onp.reshape(lens, (q.shape[0], -1)).max(axis=1)  # keys padded for every query
@@ -289,8 +305,9 @@ def test_junk_in_padded_keys_and_scores_never_reaches_the_outputs(name, case, ju
                                 rtol=1e-4, atol=1e-5)
 
 
-@FUZZ
-@given(st.sampled_from(LAYERS), layer_cases(), st.data())
+@pytest.mark.parametrize("name", LAYERS)
+@FUZZ_LAYER
+@given(layer_cases(), st.data())
 def test_lengths_changed_in_place_give_the_new_mask_or_an_error(name, case, data):
     q, k, v, lens, dtype = case
     shape = (q.shape[0],) if lens is None else lens.shape
@@ -302,6 +319,7 @@ def test_lengths_changed_in_place_give_the_new_mask_or_an_error(name, case, data
     args = [as_np(x, dtype) for x in (q, k, v)]
     net(*args, buffer)
     buffer[:] = as_np(new, "int32")  # a reused buffer: same array, new lengths
+    event(f"{name}: new lengths " + ("out of range" if (new > k.shape[1]).any() else "valid"))
     if (new > k.shape[1]).any():
         with pytest.raises(ValueError, match=r"valid_lens must hold integers in \[0, "):
             net(*args, buffer)
@@ -333,6 +351,7 @@ def np_seq_loss(pred, label, valid_len, eps):
 @given(st.integers(0, 2 ** 32 - 1), st.sampled_from(JUNK), st.sampled_from([0.0, 0.1, 0.3]),
        st.sampled_from(["float32", "float64"]))
 def test_sequence_loss_ignores_whatever_padded_steps_hold(seed, junk, eps, dtype):
+    event(f"MaskedSoftmaxCELoss: {dtype}, junk {junk!r} at padded steps")
     rng = onp.random.default_rng(seed)
     b, steps, vocab = rng.integers(1, 4), rng.integers(1, 5), rng.integers(1, 6)
     pred = rng.normal(size=(b, steps, vocab)) * 3
@@ -388,11 +407,12 @@ BAD_INPUT = {
                      "queries, keys and values must have one dtype, got float32, float64"),
     "float16 on the CPU": (lambda: new_mha()(*[F32.astype("float16")] * 3), TypeError,
                            "float16, which MXNet's matrix products do not support on the CPU"),
-    "float64 inputs, float32 weights": (lambda: new_mha()(*[F32.astype("float64")] * 3), TypeError,
-                                        "queries have dtype float64 but .* has dtype float32"),
+    "float64 inputs, float32 weights": (lambda: new_mha()(*[F32.astype("float64")] * 3),
+                                        TypeError, "queries have dtype float64 but .* has "
+                                                   "dtype float32"),
     "batch 0": (lambda: AdditiveAttention(4, 0)(*[np.ones((0, 3, 4))] * 3),
                 ValueError, r"queries must have no empty axis"),
-    "keys 0, empty cache": (lambda: new_mha()(F32, np.ones((2, 0, 4)), np.ones((2, 0, 4)), None, {}),
+    "keys 0, empty cache": (lambda: new_mha()(F32, *[np.ones((2, 0, 4))] * 2, None, {}),
                             ValueError, "keys must have at least one position, or the cache"),
     "lengths 2.5": (lambda: masked_softmax(F32, np.array([2.5, 1])), ValueError,
                     r"valid_lens must hold integers in \[0, 4\] \(the number of keys\)"),
