@@ -187,8 +187,7 @@ class AdditiveAttention(ScoredAttention):
         self.w_v = gluon.nn.Dense(1, use_bias=False, flatten=False)
 
     def score(self, queries, keys):
-        # (batch, queries, 1, h) + (batch, 1, keys, h): the features of every pair
-        features = np.expand_dims(self.W_q(queries), 2) + np.expand_dims(self.W_k(keys), 1)
+        features = _pairwise_sum(self.W_q(queries), self.W_k(keys))
         return np.squeeze(self.w_v(_tanh(features)), axis=-1)
 
 
@@ -227,6 +226,21 @@ class ConcatAttention(ScoredAttention):
         q = np.broadcast_to(np.expand_dims(queries, 2), pairs + queries.shape[-1:])
         k = np.broadcast_to(np.expand_dims(keys, 1), pairs + keys.shape[-1:])
         return np.squeeze(self.v_a(_tanh(self.W_a(np.concatenate([q, k], axis=-1)))), axis=-1)
+
+
+def _pairwise_sum(A, B):
+    """A (batch, queries, h) and B (batch, keys, h) -> (batch, queries, keys, h), A_i + B_j.
+
+    B is broadcast over the queries. A is copied over the keys by a batched product with a
+    column of ones, O(queries * keys * h) like the sum itself: its gradient, the sum over
+    the keys, is then a GEMM, as fast as MXNet's reductions and for one query per call (a
+    decoder step) the very float32 sums of the 0/1-matrix products used before, whose cost
+    grew as queries^2 * keys and which spread a NaN in one key to every pair.
+    """
+    batch, n_a, h = A.shape
+    ones = np.ones((batch * n_a, B.shape[1], 1), dtype=A.dtype, ctx=A.ctx)
+    rows = npx.batch_dot(ones, A.reshape(batch * n_a, 1, h))  # (batch * n_a, n_b, h)
+    return rows.reshape(batch, n_a, B.shape[1], h) + np.expand_dims(B, 1)
 
 
 def _tanh(x):
