@@ -9,58 +9,69 @@ import math
 import numpy as onp
 from mxnet import gluon, np, npx
 
-from ._checks import check_int, check_rate
+from ._checks import check_float_array, check_int, check_integers, check_rate
 from ._ops import Dropout, sequence_mask, transpose
 
 
 def masked_softmax(X, valid_lens):
-    """Softmax over the last axis of ``X``; key positions >= the valid length get weight 0.
+    """Softmax over the last axis of ``X`` that gives keys beyond the valid length weight 0.
 
-    X: (batch, queries, keys) scores. valid_lens: None (no masking), (batch,) one length
-    per sequence shared by all its queries, or (batch, queries) one length per query;
-    integers in [0, keys], stored as ints or floats, on any context. A valid length of 0
-    gives an all-zero row. Masked positions are left out of the softmax (d2l's fill with
-    -1e6 leaks weight when the valid scores are lower still), so their weight and their
-    gradient are exactly 0. Returns (batch, queries, keys).
+    X: (batch, queries, keys) float scores, keys >= 1. valid_lens: None (no masking),
+    (batch,) one length per sequence shared by all its queries, or (batch, queries) one
+    length per query; integers in [0, keys], stored as ints or floats, on any context. A
+    valid length of 0 gives an all-zero row. Masked scores are replaced, not added to
+    (d2l's -1e6 leaks weight when the valid scores are lower still), so their weight and
+    gradient are exactly 0 whatever they hold, inf and NaN included. float16 scores are
+    computed in float32. Returns (batch, queries, keys), X's dtype.
     """
-    _check_3d("X", X)
-    if X.shape[-1] == 0:
-        raise ValueError(f"X must have at least one key position, got shape {X.shape}")
+    _check_scores("X", X)
     kind = None if valid_lens is None else _check_valid_lens(valid_lens, X.shape)
     return _masked_softmax(X, valid_lens, kind)
 
 
 def _masked_softmax(X, valid_lens, kind):
-    """masked_softmax without the checks of ``valid_lens``' values (a host round trip).
-
+    """masked_softmax without the checks of ``valid_lens``' values (a host round trip);
     ``kind`` is what the check returned: "full" (nothing to mask), "some" (no length is 0)
     or "empty"."""
-    if valid_lens is None or kind == "full":
+    if X.dtype == onp.float16:  # float16 sums of long rows are wrong: sum in float32
+        return _masked_softmax(X.astype("float32"), valid_lens, kind).astype(X.dtype)
+    if valid_lens is None or kind == "full" or X.size == 0:  # masks crash on size 0
         return npx.softmax(X, axis=-1)
     shape = X.shape
-    lens = valid_lens.as_in_ctx(X.ctx).astype(X.dtype).reshape(shape[0], -1)
+    # int32 lengths: exact, unlike lengths cast to the scores' dtype
+    lens = valid_lens.as_in_ctx(X.ctx).astype("int32").reshape(shape[0], -1)
     lens = np.broadcast_to(lens, shape[:2]).reshape(-1)
     rows = X.reshape(-1, shape[-1])
-    # Masked scores become -inf, so they get weight exactly 0. A row of length 0 keeps one
-    # key so that its softmax stays finite, and a second mask then zeroes it. (Masking is
-    # ~3x faster than npx.softmax(use_length=True) on large score tensors.)
+    # Masked scores become -inf, so they get weight exactly 0. (Masking is ~3x faster than
+    # npx.softmax(use_length=True) on large score tensors.)
     if kind == "some":
         return npx.softmax(sequence_mask(rows, lens, -onp.inf), axis=-1).reshape(shape)
-    rows = sequence_mask(rows, np.maximum(lens, 1), -onp.inf)
+    # A row of length 0 keeps one key, replaced by 0 so that its softmax and gradient stay
+    # finite whatever the score was; a last mask then zeroes the row.
+    rows = sequence_mask(sequence_mask(rows, lens, 0), np.maximum(lens, 1), -onp.inf)
     return sequence_mask(npx.softmax(rows, axis=-1), lens, 0).reshape(shape)
 
 
 def _check_3d(name, x):
-    """Raise unless ``x`` is a 3-D mxnet.np array."""
-    if not isinstance(x, np.ndarray):
-        raise TypeError(f"{name} must be an mxnet.np.ndarray, got {type(x).__name__}")
-    if x.ndim != 3:
+    """Raise unless ``x`` is a 3-D mxnet.np array of floats."""
+    if check_float_array(name, x).ndim != 3:
         raise ValueError(f"{name} must be 3-D, got shape {x.shape}")
+
+
+def _check_scores(name, X):
+    """Raise unless ``X`` is 3-D float scores with at least one key position."""
+    _check_3d(name, X)
+    if X.shape[-1] == 0:
+        raise ValueError(f"{name} must have at least one key position, got shape {X.shape}")
 
 
 def _check_valid_lens(valid_lens, shape):
     """Raise unless ``valid_lens`` fits scores of ``shape`` (batch, queries, keys). Returns what
-    needs masking: "full" (every length is ``keys``), "empty" (some length is 0) or "some"."""
+    needs masking: "full" (every length is ``keys``), "empty" (some length is 0) or "some".
+
+    Checked at every call (one small copy to the host): lengths changed in place between
+    two calls give the new mask or an error, never the old mask.
+    """
     batch, queries, keys = shape
     if not isinstance(valid_lens, np.ndarray):
         raise TypeError("valid_lens must be None or an mxnet.np.ndarray, got "
@@ -69,28 +80,8 @@ def _check_valid_lens(valid_lens, shape):
         raise ValueError(f"valid_lens must have shape (batch,) = ({batch},) or (batch, queries) "
                          f"= ({batch}, {queries}) for scores of shape {shape}, got shape "
                          f"{valid_lens.shape}")
-    lens = valid_lens.asnumpy().astype("float64")
-    bad = lens[~((lens >= 0) & (lens <= keys) & (lens == onp.floor(lens)))]
-    if bad.size:
-        raise ValueError(f"valid_lens must hold integers in [0, {keys}] (the number of keys), "
-                         f"got {bad[:5].tolist()}")
+    lens = check_integers("valid_lens", valid_lens, 0, keys, " (the number of keys)")
     return "full" if (lens == keys).all() else "empty" if (lens == 0).any() else "some"
-
-
-# The valid_lens arrays checked last, by identity and shape: a decoder passes the same lengths at
-# every step and each block of a stack gets the same ones, while a check costs a copy to the host.
-# Lengths are taken as read-only once checked.
-_CHECKED = {}
-
-
-def _checked_kind(valid_lens, shape):
-    """``_check_valid_lens(valid_lens, shape)``, remembered for the last few arrays checked."""
-    key = (id(valid_lens), shape)
-    if key not in _CHECKED or _CHECKED[key][0] is not valid_lens:
-        if len(_CHECKED) >= 32:
-            del _CHECKED[next(iter(_CHECKED))]
-        _CHECKED[key] = (valid_lens, _check_valid_lens(valid_lens, shape))
-    return _CHECKED[key][1]
 
 
 class ScoredAttention(gluon.nn.Block):
@@ -114,8 +105,9 @@ class ScoredAttention(gluon.nn.Block):
 
     def forward(self, queries, keys, values, valid_lens=None):
         _check_inputs(queries, keys, values)
+        _check_param_dtype(self, queries)
         shape = (queries.shape[0], queries.shape[1], keys.shape[1])
-        kind = None if valid_lens is None else _checked_kind(valid_lens, shape)
+        kind = None if valid_lens is None else _check_valid_lens(valid_lens, shape)
         return self._attend(queries, keys, values, valid_lens, kind)
 
     def _attend(self, queries, keys, values, valid_lens, kind):
@@ -126,18 +118,44 @@ class ScoredAttention(gluon.nn.Block):
         return npx.batch_dot(self.dropout(self.attention_weights), values)
 
 
-def _check_inputs(queries, keys, values):
-    """Raise unless queries, keys and values are 3-D, of one batch and context, keys ~ values."""
+def _check_inputs(queries, keys, values, no_keys=False):
+    """Raise unless queries, keys and values are 3-D floats of one dtype, batch and context,
+    keys ~ values, with no empty axis (keys may have 0 positions if ``no_keys``)."""
     for name, x in (("queries", queries), ("keys", keys), ("values", values)):
         _check_3d(name, x)
     got = f"got queries {queries.shape}, keys {keys.shape}, values {values.shape}"
+    if not queries.dtype == keys.dtype == values.dtype:
+        raise TypeError("queries, keys and values must have one dtype, got "
+                        f"{_dtype(queries)}, {_dtype(keys)}, {_dtype(values)}")
+    if queries.dtype == onp.float16 and queries.ctx.device_type == "cpu":
+        raise TypeError("queries, keys and values are float16, which MXNet's matrix "
+                        "products do not support on the CPU: cast them to float32")
     if not queries.shape[0] == keys.shape[0] == values.shape[0]:
         raise ValueError(f"queries, keys and values must have the same batch size, {got}")
     if keys.shape[1] != values.shape[1]:
         raise ValueError(f"keys and values must have the same number of positions, {got}")
+    for name, x in (("queries", queries), ("keys", keys), ("values", values)):
+        if 0 in (x.shape[::2] if no_keys and name != "queries" else x.shape):
+            raise ValueError(f"{name} must have no empty axis (batch, positions and width "
+                             f">= 1), {got}")
     if not queries.ctx == keys.ctx == values.ctx:
         raise ValueError("queries, keys and values must be on one context, got "
                          f"{queries.ctx}, {keys.ctx}, {values.ctx}")
+
+
+def _check_param_dtype(block, queries):
+    """Raise if ``block`` or its direct sub-layers have parameters of another dtype than
+    ``queries`` (not ``collect_params()``, which costs ~100x more at every call)."""
+    for layer in (block, *block._children.values()):
+        for param in layer.params.values():
+            if onp.dtype(param.dtype) != queries.dtype:
+                raise TypeError(f"queries have dtype {_dtype(queries)} but {param.name} has "
+                                f"dtype {onp.dtype(param.dtype).name}: cast the inputs or "
+                                "the block (block.cast(dtype))")
+
+
+def _dtype(x):
+    return onp.dtype(x.dtype).name
 
 
 class DotProductAttention(ScoredAttention):
@@ -149,8 +167,8 @@ class DotProductAttention(ScoredAttention):
 
     def score(self, queries, keys):
         d = queries.shape[-1]
-        if d == 0 or keys.shape[-1] != d:
-            raise ValueError("queries and keys must have the same non-zero width d, got "
+        if keys.shape[-1] != d:
+            raise ValueError("queries and keys must have the same width d, got "
                              f"queries {queries.shape}, keys {keys.shape}")
         return npx.batch_dot(queries, keys, transpose_b=True) / math.sqrt(d)
 
@@ -213,17 +231,16 @@ class ConcatAttention(ScoredAttention):
 def _pairwise_sum(A, B):
     """A (batch, queries, h) and B (batch, keys, h) -> (batch, queries, keys, h), A_i + B_j.
 
-    The same as ``np.expand_dims(A, 2) + np.expand_dims(B, 1)``, but in MXNet 1.9 the
-    gradient of a broadcast sum is slow on CPU (it was 40% of a Bahdanau decoder's time);
-    copying rows with batched products of 0/1 matrices has fast GEMM gradients.
+    B is broadcast over the queries. A is copied over the keys by a batched product with a
+    column of ones, O(queries * keys * h) like the sum itself: its gradient, the sum over
+    the keys, is then a GEMM, as fast as MXNet's reductions and for one query per call (a
+    decoder step) the very float32 sums of the 0/1-matrix products used before, whose cost
+    grew as queries^2 * keys and which spread a NaN in one key to every pair.
     """
-    (batch, n_a, h), n_b = A.shape, B.shape[1]
-    # Row r of the result is pair (r // n_b, r % n_b): ones where that pair picks A or B.
-    pick_a = np.repeat(np.eye(n_a, dtype=A.dtype, ctx=A.ctx), n_b, axis=0)
-    pick_b = np.tile(np.eye(n_b, dtype=A.dtype, ctx=A.ctx), (n_a, 1))
-    pairs = (npx.batch_dot(np.broadcast_to(pick_a, (batch,) + pick_a.shape), A)
-             + npx.batch_dot(np.broadcast_to(pick_b, (batch,) + pick_b.shape), B))
-    return pairs.reshape(batch, n_a, n_b, h)
+    batch, n_a, h = A.shape
+    ones = np.ones((batch * n_a, B.shape[1], 1), dtype=A.dtype, ctx=A.ctx)
+    rows = npx.batch_dot(ones, A.reshape(batch * n_a, 1, h))  # (batch * n_a, n_b, h)
+    return rows.reshape(batch, n_a, B.shape[1], h) + np.expand_dims(B, 1)
 
 
 def _tanh(x):
@@ -299,8 +316,6 @@ class MultiHeadAttention(gluon.nn.Block):
         self.W_k = gluon.nn.Dense(num_hiddens, use_bias=use_bias, flatten=False)
         self.W_v = gluon.nn.Dense(num_hiddens, use_bias=use_bias, flatten=False)
         self.W_o = gluon.nn.Dense(num_hiddens, use_bias=use_bias, flatten=False)
-        # The last valid_lens seen and its copy repeated per head.
-        self._lens, self._head_lens = None, None
 
     @property
     def attention_weights(self):
@@ -311,29 +326,28 @@ class MultiHeadAttention(gluon.nn.Block):
         return weights.reshape(rows // self.num_heads, self.num_heads, n_q, n_k)
 
     def forward(self, queries, keys, values, valid_lens=None, cache=None):
-        _check_inputs(queries, keys, values)
+        _check_inputs(queries, keys, values, no_keys=cache is not None)
+        _check_param_dtype(self, queries)
         for name, x, layer in (("queries", queries, "W_q"), ("keys", keys, "W_k"),
                                ("values", values, "W_v")):
             _check_width(name, x, layer, getattr(self, layer))
         h = self.num_heads
         q = transpose_qkv(self.W_q(queries), h)
-        if cache is not None and keys.shape[1] == 0 and "k" in _checked_cache(cache):
-            k, v = _cached(cache, q.shape)  # e.g. encoder outputs projected once
+        if cache is not None and keys.shape[1] == 0:  # e.g. encoder outputs projected once
+            if "k" not in _checked_cache(cache):
+                raise ValueError("keys must have at least one position, or the cache "
+                                 f"some keys, got keys {keys.shape} and an empty cache")
+            k, v = _cached(cache, q.shape)
         else:
             k = transpose_qkv(self.W_k(keys), h)
             v = transpose_qkv(self.W_v(values), h)
             if cache is not None:
                 k, v = _extend_cache(cache, k, v)
         kind = None if valid_lens is None else \
-            _checked_kind(valid_lens, (queries.shape[0], queries.shape[1], k.shape[1]))
-        out = self.attention._attend(q, k, v, self._per_head(valid_lens), kind)
+            _check_valid_lens(valid_lens, (queries.shape[0], queries.shape[1], k.shape[1]))
+        per_head = None if kind in (None, "full") else valid_lens.repeat(h, axis=0)
+        out = self.attention._attend(q, k, v, per_head, kind)
         return self.W_o(transpose_output(out, h))
-
-    def _per_head(self, valid_lens):
-        """valid_lens repeated once per head (rows as laid out by :func:`transpose_qkv`)."""
-        if valid_lens is not None and valid_lens is not self._lens:
-            self._lens, self._head_lens = valid_lens, valid_lens.repeat(self.num_heads, axis=0)
-        return None if valid_lens is None else self._head_lens
 
 
 def _check_width(name, x, layer, dense):

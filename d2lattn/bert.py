@@ -17,7 +17,7 @@ import numpy as onp
 from mxnet import np, npx
 from mxnet.gluon import nn
 
-from ._checks import check_int, check_positive, check_rate
+from ._checks import check_int, check_positive, check_rate, check_token_ids
 from ._ops import Dropout
 from .device import cpu
 from .seq2seq import _check_tokens
@@ -60,6 +60,8 @@ class BERTEncoder(nn.Block):
         if tokens.shape[1] > self.max_len:
             raise ValueError(f"tokens has {tokens.shape[1]} steps, more than max_len = "
                              f"{self.max_len} learned positions")
+        check_token_ids("tokens", tokens, self.token_embedding)
+        check_token_ids("segments", segments, self.segment_embedding)
         positions = np.arange(tokens.shape[1], ctx=tokens.ctx)
         X = self.token_embedding(tokens) + self.segment_embedding(segments) \
             + np.expand_dims(self.pos_embedding(positions), 0)

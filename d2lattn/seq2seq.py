@@ -10,7 +10,7 @@ RNN states (layers, batch, hidden).
 from mxnet import np, npx
 from mxnet.gluon import nn, rnn
 
-from ._checks import check_int
+from ._checks import check_int, check_token_ids
 from ._ops import Dropout
 from .attention import AdditiveAttention
 
@@ -90,6 +90,7 @@ class Seq2SeqEncoder(Encoder):
 
     def forward(self, X, valid_len=None):
         _check_tokens(X, valid_len)
+        check_token_ids("X", X, self.embedding)
         batch, steps = X.shape
         lengths = (np.full((batch,), steps, ctx=X.ctx) if valid_len is None
                    else np.clip(valid_len, 1, steps)).astype("int32")
@@ -138,6 +139,7 @@ class Seq2SeqDecoder(Decoder):
 
     def forward(self, X, state):
         context, hidden = state
+        check_token_ids("X", X, self.embedding)
         embs = self.embedding(X)
         context = np.broadcast_to(np.expand_dims(context, 1), embs.shape[:2] + context.shape[-1:])
         outputs, (hidden,) = self.rnn(np.concatenate((embs, context), axis=-1), [hidden])
@@ -173,6 +175,7 @@ class Seq2SeqAttentionDecoder(AttentionDecoder):
 
     def forward(self, X, state):
         enc_outputs, hidden, enc_valid_len = state
+        check_token_ids("X", X, self.embedding)
         embs = self.embedding(X)
         outputs, self._attention_weights = [], []
         for t in range(X.shape[1]):

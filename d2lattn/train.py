@@ -10,7 +10,8 @@ import numpy as onp
 from mxnet import autograd, gluon, np, npx
 from tqdm import tqdm
 
-from ._checks import check_int, check_positive, check_rate
+from ._checks import (check_float_array, check_int, check_integers, check_positive,
+                      check_rate)
 from .plotting import Animator
 
 
@@ -74,8 +75,11 @@ class Accumulator:
 class MaskedSoftmaxCELoss(gluon.nn.Block):
     """Cross-entropy summed over each sequence's real tokens: padding never counts.
 
-    pred: (batch, steps, vocab) logits; label: (batch, steps) ids; valid_len: (batch,).
-    Returns (batch,) sums; divide their total by ``valid_len.sum()`` for the loss per token.
+    pred: (batch, steps, vocab) float logits; label: (batch, steps) ids in [0, vocab);
+    valid_len: (batch,) integers in [0, steps]. Returns (batch,) sums; divide their total by
+    ``valid_len.sum()`` for the loss per token. The logits of padded steps are replaced
+    before the softmax, so whatever they hold (-inf, NaN) the loss and its gradient stay
+    finite.
     With ``label_smoothing`` eps > 0 the target distribution of each token is 1 - eps on its
     label plus eps / vocab on every class (Szegedy et al., 2016): the loss per token is
     (1 - eps) * (-log p_label) + eps * mean over classes of (-log p_class).
@@ -90,8 +94,12 @@ class MaskedSoftmaxCELoss(gluon.nn.Block):
             raise ValueError("expected pred (batch, steps, vocab), label (batch, steps) and "
                              f"valid_len (batch,); got shapes {pred.shape}, {label.shape}, "
                              f"{valid_len.shape}")
+        check_float_array("pred", pred)
+        check_integers("label", label, 0, pred.shape[2] - 1, " (class ids below vocab)")
+        check_integers("valid_len", valid_len, 0, pred.shape[1], " (the number of steps)")
         steps = np.arange(pred.shape[1], ctx=pred.ctx).reshape(1, -1)
         mask = steps < valid_len.reshape(-1, 1).astype(steps.dtype)
+        pred = np.where(np.expand_dims(mask, -1), pred, np.zeros((), dtype=pred.dtype))
         log_probs = npx.log_softmax(pred, axis=-1)
         nll = -npx.pick(log_probs, label, axis=-1)
         if self.label_smoothing:

@@ -13,7 +13,7 @@ import math
 from mxnet import np, npx
 from mxnet.gluon import nn
 
-from ._checks import check_int, check_positive, check_rate
+from ._checks import check_int, check_positive, check_rate, check_token_ids
 from ._ops import Dropout
 from .attention import MultiHeadAttention
 from .positional import PositionalEncoding
@@ -129,6 +129,7 @@ class TransformerEncoder(Encoder):
 
     def forward(self, X, valid_lens=None):
         _check_tokens(X, valid_lens)
+        check_token_ids("X", X, self.embedding)
         X = _embed(self, X, 0)
         for blk in self.blks:
             X = blk(X, valid_lens)
@@ -228,6 +229,7 @@ class TransformerDecoder(AttentionDecoder):
         if X.ndim != 2 or X.shape[0] != batch:
             raise ValueError(f"X must be (batch = {batch}, steps) token ids, got shape "
                              f"{X.shape}")
+        check_token_ids("X", X, self.embedding)
         offset = state[3]
         X = _embed(self, X, offset)
         for blk in self.blks:

@@ -30,3 +30,52 @@ def np_masked_softmax(X, lens=None):
             e = onp.exp(X[i, j, :n] - X[i, j, :n].max())
             out[i, j, :n] = e / e.sum()
     return out
+
+
+def np_softmax_grad(w, G):
+    """d sum(w * G) / dX for w = softmax(X) over the last axis: w (G - sum(w G))."""
+    return w * (G - (w * G).sum(axis=-1, keepdims=True))
+
+
+def np_dot_scores(net, q, k):
+    """Scaled dot-product scores (b, q, k) of queries (b, q, d) and keys (b, k, d)."""
+    return q @ k.transpose(0, 2, 1) / math.sqrt(q.shape[-1])
+
+
+def np_additive_scores(net, q, k):
+    """w_v^T tanh(W_q q + W_k k) for every pair, from an AdditiveAttention's weights."""
+    feats = (q @ value(net.W_q.weight).T)[:, :, None] + (k @ value(net.W_k.weight).T)[:, None]
+    return (onp.tanh(feats) @ value(net.w_v.weight).T)[..., 0]
+
+
+MHA_LAYERS = ("W_q", "W_k", "W_v", "W_o")
+
+
+def layer_params(net):
+    """{layer: [weight (out, in), bias (out,) if any]} of a MultiHeadAttention's four
+    projections, float64 NumPy."""
+    return {name: [value(p) for p in getattr(net, name).collect_params().values()]
+            for name in MHA_LAYERS}
+
+
+def np_multihead(net, q, k, v, lens=None, weights=None):
+    """Each head on its own with slices of the layers' weights, in float64.
+
+    Head i uses rows i*p to (i+1)*p - 1 of W_q, W_k, W_v (p = num_hiddens / heads); the
+    output is sum_i W_o[:, head i's columns] h_i + b_o, the concatenation written as a sum.
+    ``weights`` replaces the layers' own (see ``layer_params``).
+    Returns (output (B, queries, num_hiddens), weights (B, heads, queries, keys)).
+    """
+    weights = weights or layer_params(net)
+    (Wq, bq), (Wk, bk), (Wv, bv), (Wo, bo) = ((w + [0.0])[:2] for w in
+                                              (weights[name] for name in MHA_LAYERS))
+    p = Wq.shape[0] // net.num_heads
+    out, attention = bo + onp.zeros(q.shape[:2] + (Wo.shape[0],)), []
+    for i in range(net.num_heads):
+        rows = slice(i * p, (i + 1) * p)
+        qi, ki, vi = (x @ W[rows].T + (b[rows] if onp.ndim(b) else b)
+                      for x, W, b in ((q, Wq, bq), (k, Wk, bk), (v, Wv, bv)))
+        w = np_masked_softmax(qi @ ki.transpose(0, 2, 1) / math.sqrt(p), lens)
+        out += (w @ vi) @ Wo[:, rows].T
+        attention.append(w)
+    return out, onp.stack(attention, axis=1)

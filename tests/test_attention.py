@@ -1,12 +1,14 @@
 import math
 import re
+import time
 
 import mxnet as mx
 import numpy as onp
 import pytest
-from mxnet import autograd, np
+from mxnet import autograd, np, npx
 
-from reference import np_masked_softmax, value
+from reference import (np_additive_scores, np_dot_scores, np_masked_softmax,
+                       np_softmax_grad, value)
 from d2lattn.attention import (AdditiveAttention, ConcatAttention, DotProductAttention,
                                GeneralAttention, ScoredAttention, masked_softmax)
 from d2lattn.pooling import nadaraya_watson
@@ -35,15 +37,6 @@ def pairs(q, k):
     shape = (q.shape[0], q.shape[1], k.shape[1])
     return (onp.broadcast_to(q[:, :, None], shape + q.shape[-1:]),
             onp.broadcast_to(k[:, None], shape + k.shape[-1:]))
-
-
-def np_dot_scores(net, q, k):
-    return q @ k.transpose(0, 2, 1) / math.sqrt(q.shape[-1])
-
-
-def np_additive_scores(net, q, k):
-    feats = (q @ value(net.W_q.weight).T)[:, :, None] + (k @ value(net.W_k.weight).T)[:, None]
-    return (onp.tanh(feats) @ value(net.w_v.weight).T)[..., 0]
 
 
 def np_general_scores(net, q, k):
@@ -133,11 +126,6 @@ def test_masked_softmax_without_lengths_is_plain_softmax():
 def test_masked_softmax_with_extreme_scores_is_exact(row, length, expected):
     got = masked_softmax(as_np([[row]]), as_np([length])).asnumpy()
     onp.testing.assert_array_equal(got, [[expected]])
-
-
-def np_softmax_grad(w, G):
-    """d sum(w * G) / dX for w = softmax(X) over the last axis: w (G - sum(w G))."""
-    return w * (G - (w * G).sum(axis=-1, keepdims=True))
 
 
 @pytest.mark.parametrize("lens", LENS, ids=LENS_IDS)
@@ -396,16 +384,22 @@ def test_attention_rejects_bad_valid_lens(cls):
         run(net, *inputs(cls), [[1, 2, 6], [0, 0, 0]])
 
 
-@pytest.mark.parametrize("dk", [3, 0])
-def test_dot_product_attention_rejects_different_query_and_key_widths(dk):
-    with pytest.raises(ValueError, match=r"queries and keys must have the same non-zero width "
-                                         rf"d, got queries \(2, 3, 4\), keys \(2, 5, {dk}\)"):
-        DotProductAttention(0.1)(np.zeros((2, 3, 4)), np.zeros((2, 5, dk)), np.zeros((2, 5, 1)))
+def test_dot_product_attention_rejects_different_query_and_key_widths():
+    with pytest.raises(ValueError, match=r"queries and keys must have the same width d, got "
+                                         r"queries \(2, 3, 4\), keys \(2, 5, 3\)"):
+        DotProductAttention(0.1)(np.zeros((2, 3, 4)), np.zeros((2, 5, 3)), np.zeros((2, 5, 1)))
 
 
-def test_dot_product_attention_rejects_zero_width():
-    with pytest.raises(ValueError, match="same non-zero width"):
-        DotProductAttention(0.1)(np.zeros((2, 3, 0)), np.zeros((2, 5, 0)), np.zeros((2, 5, 1)))
+@pytest.mark.parametrize("cls", CLASSES)
+@pytest.mark.parametrize("name, shapes", [  # keys of width DQ: valid for every class
+    ("queries", [(0, Q, DQ), (0, K, DQ), (0, K, V)]),  # batch 0
+    ("queries", [(B, 0, DQ), (B, K, DQ), (B, K, V)]),
+    ("keys", [(B, Q, DQ), (B, 0, DQ), (B, 0, V)]),
+    ("queries", [(B, Q, 0), (B, K, 0), (B, K, V)]),
+    ("values", [(B, Q, DQ), (B, K, DQ), (B, K, 0)])])
+def test_attention_rejects_empty_axes(cls, name, shapes):
+    with pytest.raises(ValueError, match=f"{name} must have no empty axis"):
+        make(cls)(*(np.zeros(s) for s in shapes))
 
 
 def test_general_attention_rejects_queries_of_another_width():
@@ -414,14 +408,49 @@ def test_general_attention_rejects_queries_of_another_width():
         make(GeneralAttention)(np.zeros((2, 3, 5)), np.zeros((2, 5, 6)), np.zeros((2, 5, 1)))
 
 
-def test_valid_lens_checked_again_when_the_scores_change_shape():
-    # The layer skips re-checking the same valid_lens object (a decoder passes it every
-    # step), but not when it meets scores of another shape.
+def test_valid_lens_changed_in_place_give_the_new_mask_or_an_error():
+    # A reused buffer: the same array object with new lengths (issue 15: the old mask was kept).
     attention = DotProductAttention(0)
-    attention.initialize()
-    keys = np.ones((2, 4, 3))
+    keys = np.array(onp.random.default_rng(0).normal(size=(2, 4, 3)), dtype="float32")
     lens = np.array([4, 3])
     attention(np.ones((2, 1, 3)), keys, keys, lens)
+    lens[:] = np.array([2, 0])
     attention(np.ones((2, 1, 3)), keys, keys, lens)
+    onp.testing.assert_allclose(attention.attention_weights.asnumpy(),
+                                np_masked_softmax(keys.asnumpy().sum(-1)[:, None] / math.sqrt(3),
+                                                  [2, 0]), rtol=1e-5, atol=1e-7)
+    lens[:] = np.array([5, 3])
+    with pytest.raises(ValueError, match=r"valid_lens must hold integers in \[0, 4\]"):
+        attention(np.ones((2, 1, 3)), keys, keys, lens)
     with pytest.raises(ValueError, match=r"valid_lens must hold integers in \[0, 2\]"):
-        attention(np.ones((2, 1, 3)), keys[:, :2], keys[:, :2], lens)
+        attention(np.ones((2, 1, 3)), keys[:, :2], keys[:, :2], np.array([4, 3]))
+
+
+def test_additive_attention_costs_about_one_pass_over_its_pairwise_features():
+    # The features (batch, queries, keys, h) were built by products with 0/1 matrices of
+    # (queries * keys) rows: O(n^3 h) time, 80x a tanh over the features at n = 384.
+    def seconds(f):
+        f()  # warm-up
+        times = []
+        for _ in range(3):
+            start = time.perf_counter()
+            f()
+            npx.waitall()
+            times.append(time.perf_counter() - start)
+        return min(times)
+
+    def attention():
+        with autograd.record():
+            net(q, q, q).sum().backward()
+
+    def tanh():
+        with autograd.record():
+            npx.activation(features, act_type="tanh").sum().backward()
+
+    n, h = 384, 16
+    net = AdditiveAttention(h, 0)
+    net.initialize()
+    q, features = np.ones((2, n, 8)), np.ones((2, n, n, h))
+    q.attach_grad()
+    features.attach_grad()
+    assert seconds(attention) < 20 * seconds(tanh)

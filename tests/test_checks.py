@@ -1,7 +1,11 @@
+import re
+
 import numpy as onp
 import pytest
+from mxnet import gluon, np
 
-from d2lattn._checks import check_int, check_positive, check_rate
+from d2lattn._checks import (check_float_array, check_int, check_integers, check_positive,
+                             check_rate, check_token_ids)
 
 
 @pytest.mark.parametrize("value", [0, 3, onp.int64(3), onp.int32(0)])
@@ -44,3 +48,43 @@ def test_check_rate_accepts_rates_in_0_1(value):
 def test_check_rate_rejects_the_rest(value):
     with pytest.raises(ValueError, match=r"dropout must be a number in \[0, 1\), got "):
         check_rate("dropout", value)
+
+
+@pytest.mark.parametrize("dtype", ["float16", "float32", "float64"])
+def test_check_float_array_returns_float_arrays(dtype):
+    x = np.zeros((2,), dtype=dtype)
+    assert check_float_array("X", x) is x
+
+
+def test_check_float_array_names_the_argument_and_what_it_got():
+    with pytest.raises(TypeError, match="X must hold floating-point numbers, got dtype int32"):
+        check_float_array("X", np.zeros((2,), dtype="int32"))
+    with pytest.raises(TypeError, match="X must be an mxnet.np.ndarray, got list"):
+        check_float_array("X", [1.0])
+
+
+@pytest.mark.parametrize("dtype", ["int32", "int64", "float32", "float64", "uint8"])
+def test_check_integers_accepts_integers_in_range_of_any_numeric_dtype(dtype):
+    got = check_integers("n", np.array([0, 3, 2], dtype=dtype), 0, 3)
+    assert got.dtype == onp.float64 and got.tolist() == [0, 3, 2]
+
+
+@pytest.mark.parametrize("values, bad", [([0, 4], [4.0]), ([-1, 1], [-1.0]), ([1.5, 2], [1.5]),
+                                         ([onp.nan, 1], [onp.nan]), ([onp.inf, 1], [onp.inf])])
+def test_check_integers_lists_the_bad_values(values, bad):
+    with pytest.raises(ValueError, match=re.escape(f"n must hold integers in [0, 3] (why), got "
+                                                   f"{bad}")):
+        check_integers("n", np.array(values, dtype="float64"), 0, 3, " (why)")
+
+
+def test_check_integers_rejects_booleans():
+    with pytest.raises(TypeError, match="n must hold integers, got dtype bool"):
+        check_integers("n", np.array([True, False], dtype="bool"), 0, 3)
+
+
+def test_check_token_ids_uses_the_embeddings_number_of_rows():
+    embedding = gluon.nn.Embedding(5, 2)
+    check_token_ids("X", np.array([[0, 4]], dtype="int32"), embedding)
+    with pytest.raises(ValueError, match=re.escape("X must hold integers in [0, 4] (token ids "
+                                                   "below the vocabulary size 5), got [5.0]")):
+        check_token_ids("X", np.array([[0, 5]], dtype="int32"), embedding)

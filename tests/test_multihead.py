@@ -6,7 +6,7 @@ import numpy as onp
 import pytest
 from mxnet import autograd, np
 
-from reference import np_masked_softmax, value
+from reference import MHA_LAYERS as LAYERS, layer_params, np_multihead
 from d2lattn.attention import MultiHeadAttention, transpose_output, transpose_qkv
 
 B, Q, K, H, HEADS = 2, 3, 5, 12, 3  # batch, queries, keys, num_hiddens, heads
@@ -17,38 +17,6 @@ LENS_IDS = ["none", "per-sequence", "per-query"]
 
 def as_np(x, ctx=None, dtype="float32"):
     return np.array(x, dtype=dtype, ctx=ctx or mx.cpu())
-
-
-LAYERS = ("W_q", "W_k", "W_v", "W_o")
-
-
-def layer_params(net):
-    """{layer: [weight (out, in), bias (out,) if any]} of the four projections, float64 NumPy."""
-    return {name: [value(p) for p in getattr(net, name).collect_params().values()]
-            for name in LAYERS}
-
-
-def np_multihead(net, q, k, v, lens=None, weights=None):
-    """Each head on its own with slices of the layers' weights, in float64.
-
-    Head i uses rows i*p to (i+1)*p - 1 of W_q, W_k, W_v (p = num_hiddens / heads); the
-    output is sum_i W_o[:, head i's columns] h_i + b_o, the concatenation written as a sum.
-    ``weights`` replaces the layers' own (see ``layer_params``).
-    Returns (output (B, queries, num_hiddens), weights (B, heads, queries, keys)).
-    """
-    weights = weights or layer_params(net)
-    (Wq, bq), (Wk, bk), (Wv, bv), (Wo, bo) = ((w + [0.0])[:2] for w in
-                                              (weights[name] for name in LAYERS))
-    p = Wq.shape[0] // net.num_heads
-    out, attention = bo + onp.zeros(q.shape[:2] + (Wo.shape[0],)), []
-    for i in range(net.num_heads):
-        rows = slice(i * p, (i + 1) * p)
-        qi, ki, vi = (x @ W[rows].T + (b[rows] if onp.ndim(b) else b)
-                      for x, W, b in ((q, Wq, bq), (k, Wk, bk), (v, Wv, bv)))
-        w = np_masked_softmax(qi @ ki.transpose(0, 2, 1) / math.sqrt(p), lens)
-        out += (w @ vi) @ Wo[:, rows].T
-        attention.append(w)
-    return out, onp.stack(attention, axis=1)
 
 
 def make(dropout=0.0, use_bias=False, ctx=None, num_hiddens=H, num_heads=HEADS):

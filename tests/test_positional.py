@@ -222,6 +222,10 @@ def test_rejects_bad_inputs(cls):
         layer(np.zeros((3, 8)))
     with pytest.raises(TypeError, match="X must be an mxnet.np.ndarray, got ndarray"):
         layer(onp.zeros((2, 3, 8)))
+    for dtype in ("int32", "int64", "bool"):  # int32 token ids gave garbage (issue 15)
+        with pytest.raises(TypeError, match=f"X must hold floating-point numbers, got dtype "
+                                            f"{dtype}"):
+            layer(np.zeros((2, 3, 8), dtype=dtype))
     for offset in (-1, 1.0, None):
         with pytest.raises(ValueError, match=rf"offset must be an int >= 0, got {offset}"):
             layer(np.zeros((2, 3, 8)), offset)
