@@ -99,12 +99,12 @@ def main():
     # ---------------- encoder (left) ----------------
     ex, ew = 50, 280
     ecx = ex + ew / 2
-    box(ax, ex, 10, ew, 34, "source tokens (batch, S), padded;\nvalid_lens (batch,)", EMBED)
+    box(ax, ex, 10, ew, 34, "source tokens (batch, T), padded;\nvalid_lens (batch,)", EMBED)
     arrow(ax, [(ecx, 44), (ecx, 62)])
-    box(ax, ex, 62, ew, 30, "Embedding(vocab, d) × √d", EMBED)
+    box(ax, ex, 62, ew, 30, "Embedding(V, d) × √d", EMBED)
     arrow(ax, [(ecx, 92), (ecx, 110)])
     box(ax, ex, 110, ew, 30, "+ PositionalEncoding, then dropout", EMBED)
-    label(ax, ecx + 6, 158, "(batch, S, d)", size=9, style="italic")
+    label(ax, ecx + 6, 158, "(batch, T, d)", size=9, style="italic")
     frame(ax, ex - 30, 176, ew + 42, 332, "TransformerEncoderBlock  × N")
     line(ax, [(ecx, 140), (ecx, 204)])
     attention(ax, ex, 222, ew, "attention", "self-attention: Q = K = V = X",
@@ -123,18 +123,18 @@ def main():
     line(ax, [(kx, 474), (kx, 540), (route_x, 540), (route_x, 429)], CROSS[1], 1.8)
     arrow(ax, [(route_x, 429), (420, 429)], colour=CROSS[1], width=1.8)
     label(ax, route_x + 4, 441, "K, V", size=9, colour=CROSS[1], weight="bold")
-    label(ax, ex - 20, 562, "enc_outputs (batch, S, d),\nthe last encoder block's output",
+    label(ax, ex - 20, 562, "enc_outputs (batch, T, d),\nthe last encoder block's output",
           size=9, style="italic")
     # ---------------- decoder (right) ----------------
     dx, dw = 420, 300
     dcx = dx + dw / 2
     side = dx + dw + 16
-    box(ax, dx, 10, dw, 34, "target tokens shifted right: <bos>, y₁, …\n(batch, T)", EMBED)
+    box(ax, dx, 10, dw, 34, "target tokens shifted right: <bos>, y₁, …\n(batch, T′)", EMBED)
     arrow(ax, [(dcx, 44), (dcx, 62)])
-    box(ax, dx, 62, dw, 30, "Embedding(vocab, d) × √d", EMBED)
+    box(ax, dx, 62, dw, 30, "Embedding(V, d) × √d", EMBED)
     arrow(ax, [(dcx, 92), (dcx, 110)])
     box(ax, dx, 110, dw, 30, "+ PositionalEncoding, then dropout", EMBED)
-    label(ax, dcx + 6, 158, "(batch, T, d)", size=9, style="italic")
+    label(ax, dcx + 6, 158, "(batch, T′, d)", size=9, style="italic")
     frame(ax, dx - 15, 176, dw + 47, 508, "TransformerDecoderBlock  × N")
     line(ax, [(dcx, 140), (dcx, 204)])
     attention(ax, dx, 222, dw, "attention1", "masked self-attention, cache['self']",
@@ -157,11 +157,11 @@ def main():
     # output layer, entered off-centre so that the frame's label stays clear
     ox = dx + dw - 40
     arrow(ax, [(ox, 650), (ox, 730)])
-    label(ax, ox + 6, 710, "(batch, T, d)", size=9, style="italic")
-    box(ax, dx, 730, dw, 56, "Dense(vocab)  dense\nshares the embedding's weight\n"
+    label(ax, ox + 6, 710, "(batch, T′, d)", size=9, style="italic")
+    box(ax, dx, 730, dw, 56, "Dense(V)  dense\nshares the embedding's weight\n"
         "if tie_weights=True", EMBED)
     arrow(ax, [(dcx, 786), (dcx, 806)])
-    box(ax, dx, 806, dw, 34, "logits (batch, T, vocab)", EMBED)
+    box(ax, dx, 806, dw, 34, "logits (batch, T′, V)", EMBED)
     # ---------------- legend: one colour per mask ----------------
     ly = 800
     label(ax, 20, ly + 32, "Masks of the three attention sites", size=11, weight="bold")
