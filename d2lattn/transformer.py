@@ -75,7 +75,8 @@ class AddNorm(nn.Block):
 
     def forward(self, X, Y):
         if X.shape != Y.shape:
-            raise ValueError(f"X and Y must have the same shape, got X {X.shape}, Y {Y.shape}")
+            raise ValueError(f"X and Y must have the same shape, got X {X.shape}, "
+                             f"Y {Y.shape}")
         Z = X + self.dropout(Y)
         return Z if self.pre_norm else self.ln(Z)
 
@@ -166,16 +167,17 @@ class TransformerDecoderBlock(nn.Block):
 
     def forward(self, X, state):
         enc_outputs, enc_valid_lens, caches, offset = state
-        # The attentions replace their cache entries, so copies leave the given state intact.
+        # The attentions replace their cache entries: copies keep the given state intact.
         cache = {site: dict(entries) for site, entries in caches[self.i].items()}
         causal = _causal_lens(X.shape[0], X.shape[1], offset, X.ctx)
         Y = self.addnorm1.wrap(X, lambda Z: self.attention1(Z, Z, Z, causal, cache["self"]))
-        # The encoder outputs are projected once; later calls pass 0 positions: use the cache.
+        # Encoder outputs are projected once; later calls pass 0 positions: use the cache.
         enc = enc_outputs[:, :0] if "k" in cache["cross"] else enc_outputs
         Y = self.addnorm2.wrap(Y, lambda Z: self.attention2(Z, enc, enc, enc_valid_lens,
                                                             cache["cross"]))
         caches = caches[:self.i] + [cache] + caches[self.i + 1:]
-        return self.addnorm3.wrap(Y, self.ffn), (enc_outputs, enc_valid_lens, caches, offset)
+        state = (enc_outputs, enc_valid_lens, caches, offset)
+        return self.addnorm3.wrap(Y, self.ffn), state
 
 
 class TransformerDecoder(AttentionDecoder):
@@ -260,13 +262,13 @@ class TransformerDecoder(AttentionDecoder):
 
 
 def _embed(coder, X, offset):
-    """Token ids (batch, steps) -> embeddings * sqrt(d) + the encodings of positions offset.."""
+    """Token ids (batch, steps) -> embeddings * sqrt(d) + encodings of positions offset.."""
     return coder.pos_encoding(coder.embedding(X) * math.sqrt(coder.num_hiddens), offset)
 
 
 def _causal_lens(batch, steps, offset, ctx):
-    """Causal valid lengths (batch, steps): the query at position offset + j sees offset + j + 1
-    keys. None for one step: its query sees every cached key anyway."""
+    """Causal valid lengths (batch, steps): the query at position offset + j sees
+    offset + j + 1 keys. None for one step: its query sees every cached key anyway."""
     if steps == 1:
         return None
     lens = np.arange(offset + 1, offset + steps + 1, dtype="int32", ctx=ctx)
