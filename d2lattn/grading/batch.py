@@ -21,7 +21,7 @@ from .._checks import check_int, check_positive
 from .cases import cases_of, format_report, is_format, judge, request
 from .forbid import forbidden_uses
 from .notebook import NotebookError, cell_source, is_grader_cell, parse_notebook, question_of
-from .sandbox import check_sandbox, shadow_package
+from .sandbox import Shadows, check_sandbox
 
 Row = namedtuple("Row", "student question points max reason")
 MAX_BYTES = 20 << 20  # a submission larger than this is not read
@@ -61,12 +61,12 @@ def grade(submissions, bundle, out, assignment=None, timeout=300, case_timeout=1
     rows = []
     with tempfile.TemporaryDirectory() as tmp, \
             open(out / "grades.csv", "w", newline="", encoding="utf-8") as table:
-        package = shadow_package(_forbidden(tests), tmp)
+        packages = Shadows(tmp)
         writer = csv.writer(table, lineterminator="\n")
         writer.writerow(Row._fields)
         for student, entry in entries:
             start = time.monotonic()
-            scores, results, executed = _grade_entry(entry, tests, limits, package, unsafe,
+            scores, results, executed = _grade_entry(entry, tests, limits, packages, unsafe,
                                                      max_bytes)
             seconds = time.monotonic() - start
             student_rows = [Row(student, *score) for score in scores]
@@ -101,24 +101,37 @@ def load_bundle(bundle, assignment=None):
     return assignment, data["tests"]
 
 
-def grade_notebook(nb, tests, limits, package, unsafe=False):
+def grade_notebook(nb, tests, limits, packages, unsafe=False):
     """``(scores, results, executed notebook or None)`` of one notebook (a dict): run it in
-    the sandbox if it answers any question, then score every question of ``tests``."""
+    the sandbox if it answers any question, then score every question of ``tests``.
+
+    The questions that forbid the same objects share one run, in a sandbox whose d2lattn is
+    ``packages(forbidden names)`` (:class:`d2lattn.grading.sandbox.Shadows`): a question's
+    forbidden objects are absent from its own run only.
+    """
     cells = [(number, cell_source(cell), question_of(cell))
              for number, cell in enumerate(nb["cells"], 1)
              if cell.get("cell_type") == "code" and not is_grader_cell(cell)]
     present = {question for *_, question in cells} & {test["name"] for test in tests}
-    outputs, records, notes, executed = {}, {}, [], None
+    outputs, records, notes, executed = None, {}, {}, None
     if present:
         from .execute import run_submission
 
-        phases = [[request(case_id, test["name"], case["code"])
-                   for test, first in zip(tests, _first_ids(tests)) if test["name"] in present
-                   for case_id, case in enumerate(cases_of(test, True), first)
-                   if case.get("hidden", False) is hidden] for hidden in (False, True)]
-        outputs, records, notes = run_submission([(n, text) for n, text, _ in cells],
-                                                 [p for p in phases if p], package, **limits,
-                                                 unsafe=unsafe)
+        groups = {}
+        for test, first in zip(tests, _first_ids(tests)):
+            if test["name"] in present:
+                groups.setdefault(tuple(sorted(test["forbid"])), []).append((test, first))
+        for forbid, members in groups.items():
+            phases = [[request(case_id, test["name"], case["code"])
+                       for test, first in members
+                       for case_id, case in enumerate(cases_of(test, True), first)
+                       if case.get("hidden", False) is hidden] for hidden in (False, True)]
+            ran, got, said = run_submission([(n, text) for n, text, _ in cells],
+                                            [p for p in phases if p], packages(forbid),
+                                            **limits, unsafe=unsafe)
+            outputs = ran if outputs is None else outputs
+            records.update(got)
+            notes.update((test["name"], said) for test, _ in members)
         executed = _executed(cells, outputs)
     scores, results = [], {}
     for test, first in zip(tests, _first_ids(tests)):
@@ -130,8 +143,8 @@ def grade_notebook(nb, tests, limits, package, unsafe=False):
         if test["name"] in present:
             results[test["name"]] = outcome
         scores.append(_score(test, test["name"] in present,
-                             forbidden_uses(own, test["forbid"]), outcome, records, notes,
-                             first))
+                             forbidden_uses(own, test["forbid"]), outcome, records,
+                             notes.get(test["name"], []), first))
     return scores, results, executed
 
 
@@ -151,10 +164,6 @@ def feedback(assignment, student, rows, results, executed, seconds):
         if row.question in results:
             lines += ["```", format_report(row.question, results[row.question]), "```", ""]
     return "\n".join(lines)
-
-
-def _forbidden(tests):
-    return sorted({name for test in tests for name in test["forbid"]})
 
 
 def _first_ids(tests):

@@ -14,7 +14,7 @@ from . import cases
 from .notebook import (QUESTION_LIKE, REGISTRATION, TESTS, TESTS_LIKE, cell_source,
                        check_call, first_line, parse_options, plain_markdown, question_header,
                        read_notebook, split_tests, strip_solutions)
-from .sandbox import check_sandbox, shadow_package
+from .sandbox import Shadows, check_sandbox, shadow_package
 
 LIMITS = {"timeout": 900, "case_timeout": 120, "max_output": 1_000_000}
 
@@ -81,13 +81,12 @@ def expected_values(nb, tests, unsafe=False):
 def self_check(assignment, master, student, tests, unsafe=False):
     """Raise ValueError unless ``master`` scores full marks and ``student`` 0, both graded
     as submissions (with the notebook's forbidden objects stubbed)."""
-    from .batch import _forbidden, grade_notebook
+    from .batch import grade_notebook
 
-    limits = dict(LIMITS, timeout=LIMITS["timeout"], case_timeout=LIMITS["case_timeout"])
     with tempfile.TemporaryDirectory() as tmp:
-        package = shadow_package(_forbidden(tests), tmp)
+        packages = Shadows(tmp)
         for name, nb, full in (("master", master, True), ("student notebook", student, False)):
-            scores, *_ = grade_notebook(nb, tests, limits, package, unsafe)
+            scores, *_ = grade_notebook(nb, tests, LIMITS, packages, unsafe)
             wrong = [f"{q}: {p:g} of {m:g} ({reason})" for q, p, m, reason in scores
                      if p != (m if full else 0)]
             if wrong:

@@ -77,13 +77,34 @@ def shadow_package(forbid, folder):
     return target
 
 
+class Shadows:
+    """``shadows(forbid)``: the path of a d2lattn copy with ``forbid`` stubbed, made once per
+    set of names, in subfolders of ``folder``."""
+
+    def __init__(self, folder):
+        self.folder, self.made = Path(folder), {}
+
+    def __call__(self, forbid):
+        key = tuple(sorted(forbid))
+        if key not in self.made:
+            self.made[key] = shadow_package(key, self.folder / f"shadow{len(self.made)}")
+        return self.made[key]
+
+
 def _resolve(dotted):
     import d2lattn
+
+    import d2lattn.data.pretrain  # noqa: F401 - modules the package does not import itself
 
     parts = dotted.split(".")
     obj = d2lattn if parts[0] == "d2lattn" else None
     for part in parts[1:]:
         obj = getattr(obj, part, None)
+    if obj is None and len(parts) == 2:  # d2lattn.<name> of a module: the only one defining it
+        found = {id(o): o for name, module in list(sys.modules.items())
+                 if name.startswith("d2lattn.") for o in [getattr(module, parts[1], None)]
+                 if o is not None}
+        obj = next(iter(found.values())) if len(found) == 1 else None
     if not (callable(obj) and getattr(obj, "__module__", "").startswith("d2lattn.")
             and getattr(sys.modules[obj.__module__], obj.__name__, None) is obj):
         raise ValueError(f"forbid names {dotted!r}, which is not a function or class defined "
@@ -101,7 +122,11 @@ def _stubbed(text, names):
                        "to write it yourself")
             body = (f"def {node.name}(*args, **kwargs):\n    raise PermissionError({message!r})"
                     if isinstance(node, ast.FunctionDef) else
-                    f"class {node.name}:\n    def __init__(self, *args, **kwargs):\n"
+                    f"class {node.name}:\n"  # instances may exist; using one raises
+                    f"    def __init__(self, *args, **kwargs):\n        pass\n\n"
+                    f"    def __getattr__(self, name):\n"
+                    f"        raise PermissionError({message!r})\n\n"
+                    f"    def __call__(self, *args, **kwargs):\n"
                     f"        raise PermissionError({message!r})")
             lines[start:node.end_lineno] = body.splitlines()
     return "\n".join(lines) + "\n"
