@@ -188,7 +188,7 @@ def _submission_entries(submissions):
         raise ValueError(f"submissions must be a folder, got {str(submissions)!r}")
     with os.scandir(folder) as listing:
         entries = sorted((e for e in listing if not e.name.startswith(".")),
-                         key=lambda e: os.fsencode(e.name))
+                         key=lambda e: (not e.name.endswith(".ipynb"), os.fsencode(e.name)))
     taken, named = set(), []
     for entry in entries:
         student = _student_id(entry.name, taken)
@@ -204,7 +204,7 @@ def _student_id(name, taken):
     safe = re.sub(r"[^A-Za-z0-9._-]", "_", stem)[:64]
     if not safe[:1].isalnum():
         safe = "s" + safe
-    if safe != stem or safe.lower() in taken or not name.endswith(".ipynb"):
+    if safe != stem or safe.lower() in taken:
         safe = f"{safe}_{hashlib.sha256(raw).hexdigest()[:8]}"
     return safe
 

@@ -43,6 +43,9 @@ class SandboxError(RuntimeError):
 def check_sandbox(unsafe=False):
     """Raise SandboxError unless bubblewrap can start a sandbox (or ``unsafe`` is True)."""
     if unsafe:
+        print("WARNING: grading WITHOUT a sandbox (--unsafe): each submission runs as you, can "
+              "read the bundle and the other submissions and can change the grades",
+              file=sys.stderr)
         return
     bwrap = shutil.which("bwrap")
     if bwrap is None:

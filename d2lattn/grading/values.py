@@ -3,15 +3,22 @@ see :func:`d2lattn.grading.runner.encode`) the expected one, and how to show it.
 
 Nothing here calls a submission's object: both sides are JSON data, and the comparison runs on
 the grader's own NumPy. Numbers, booleans, arrays and (nested) lists or tuples of numbers are
-compared as float arrays: same shape, within rtol 1e-5 and atol 1e-8, NaN equal only to NaN.
+compared as float arrays: same shape, within rtol 1e-5 and atol 1e-8 (1e-5 if either side is a
+float32 or float16 array), NaN equal only to NaN.
 Anything else must have the same kind and equal parts.
 """
 import numpy
 
 RTOL, ATOL = 1e-5, 1e-8
+ATOL_SINGLE = 1e-5  # when either side is a float32 or float16 array: its rounding, not an error
 SHOWN = 300  # characters of a value shown in a report
 KINDS = {"none", "bool", "str", "num", "dtype", "array", "context", "list", "tuple", "set",
          "dict", "type", "object"}
+
+
+LEAF = {"none": type(None), "bool": bool, "str": str, "num": (int, float), "dtype": str,
+        "context": str, "type": str, "object": str, "list": list, "tuple": list, "set": list,
+        "dict": list, "array": list}
 
 
 class BadValue(ValueError):
@@ -23,7 +30,8 @@ def same(got, want):
     try:
         a, b = _numeric(got), _numeric(want)
         if a is not None and b is not None:
-            return a.shape == b.shape and bool(numpy.allclose(a, b, rtol=RTOL, atol=ATOL,
+            atol = ATOL_SINGLE if {_dtype(got), _dtype(want)} & {"float32", "float16"} else ATOL
+            return a.shape == b.shape and bool(numpy.allclose(a, b, rtol=RTOL, atol=atol,
                                                               equal_nan=True))
         if _kind(got) != _kind(want):
             return False
@@ -48,7 +56,8 @@ def show(value, limit=SHOWN):
 
 
 def _kind(value):
-    if not isinstance(value, dict) or value.get("t") not in KINDS or "v" not in value:
+    if not isinstance(value, dict) or value.get("t") not in KINDS or "v" not in value \
+            or not isinstance(value["v"], LEAF.get(value["t"], object)):
         raise BadValue(f"not a plain value: {str(value)[:80]}")
     return value["t"]
 
@@ -72,6 +81,10 @@ def _numeric(value):
             return None
         return numpy.stack(parts)
     return None
+
+
+def _dtype(value):
+    return value.get("dtype") if value.get("t") == "array" else None
 
 
 def _text(value):
