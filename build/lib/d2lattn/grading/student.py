@@ -1,0 +1,34 @@
+"""What a student calls: ``register`` (run by a released notebook's hidden tests cell) and
+``check``."""
+import sys
+
+from .cases import format_report, run_test
+
+CASE_TIME_LIMIT = 60  # seconds per example: a student's endless loop ends with a message
+_TESTS = {}
+
+
+def register(tests):
+    """Make the OK-format ``tests`` (a list of dicts with "name" and "suites") checkable."""
+    if not isinstance(tests, list) or not all(
+            isinstance(test, dict) and isinstance(test.get("name"), str)
+            and isinstance(test.get("suites"), list) for test in tests):
+        raise TypeError("tests must be a list of OK-format dicts with 'name' and 'suites', "
+                        f"got {tests!r:.200}")
+    _TESTS.update((test["name"], test) for test in tests)
+
+
+def check(question, env=None):
+    """Run the public cases of ``question`` in ``env`` (default: the caller's globals, i.e. the
+    notebook) and print a verdict per case, with expected and received values on failures."""
+    if not isinstance(question, str):
+        raise TypeError(f"question must be a str such as 'q1_softmax', got {question!r}")
+    if question not in _TESTS:
+        raise ValueError(f"question must be one of {sorted(_TESTS)} (run the notebook's tests "
+                         f"cell first), got {question!r}")
+    if env is None:
+        env = sys._getframe(1).f_globals
+    elif not isinstance(env, dict):
+        raise TypeError(f"env must be a dict of names, got {type(env).__name__}")
+    results = run_test(_TESTS[question], dict(env), hidden=False, time_limit=CASE_TIME_LIMIT)
+    print(format_report(question, results) + "\n(hidden cases, if any, run when grading)")

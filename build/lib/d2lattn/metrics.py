@@ -1,0 +1,74 @@
+"""BLEU: d2l's per-sentence score and Papineni et al.'s corpus score."""
+import collections
+import math
+
+from ._checks import check_int
+
+
+def _tokens(seq, name):
+    """``seq`` as a list of tokens: a str is split on whitespace, a list or tuple is copied."""
+    if isinstance(seq, str):
+        return seq.split()
+    if isinstance(seq, (list, tuple)) and all(isinstance(token, str) for token in seq):
+        return list(seq)
+    raise TypeError(f"{name} must be a str or a list of str tokens, got {seq!r}")
+
+
+def _ngram_matches(pred_tokens, label_tokens, n):
+    """Clipped n-gram matches: each n-gram of the prediction counts at most as often as it
+    occurs in the label."""
+    def counts(tokens):
+        return collections.Counter(tuple(tokens[i:i + n]) for i in range(len(tokens) - n + 1))
+
+    label_counts = counts(label_tokens)
+    return sum(min(count, label_counts[gram]) for gram, count in counts(pred_tokens).items())
+
+
+def bleu(pred_seq, label_seq, k):
+    """d2l's sentence BLEU: exp(min(0, 1 - len_label / len_pred)) * prod_n p_n ** (1 / 2 ** n).
+
+    ``p_n`` is the clipped n-gram precision for n = 1 .. min(k, len_pred): a prediction shorter
+    than ``k`` is scored on the orders it has (d2l's fix of a division by zero). Sequences are
+    space-separated strings or token lists; an empty prediction scores 0.
+    """
+    pred_tokens, label_tokens = _tokens(pred_seq, "pred_seq"), _tokens(label_seq, "label_seq")
+    k = check_int("k", k, minimum=1)
+    len_pred, len_label = len(pred_tokens), len(label_tokens)
+    if len_pred == 0:
+        return 0.0
+    score = math.exp(min(0, 1 - len_label / len_pred))
+    for n in range(1, min(k, len_pred) + 1):
+        precision = _ngram_matches(pred_tokens, label_tokens, n) / (len_pred - n + 1)
+        score *= precision ** (0.5 ** n)
+    return score
+
+
+def corpus_bleu(preds, labels, max_n=4):
+    """Corpus BLEU (Papineni et al., 2002) of predictions against one label each, in [0, 1].
+
+    Clipped n-gram matches and n-gram counts are summed over the corpus for n = 1 ..
+    ``max_n``; the score is the geometric mean of the ``max_n`` precisions times the brevity
+    penalty exp(1 - r / c) when the total prediction length c is below the total label length
+    r. Without smoothing it is 0 when some order has no match. ``preds`` and ``labels`` are
+    equally long lists of token lists or space-separated strings.
+    """
+    for name, seqs in (("preds", preds), ("labels", labels)):
+        if not isinstance(seqs, (list, tuple)) or not seqs:
+            raise ValueError(f"{name} must be a non-empty list of sequences, got {seqs!r:.200}")
+    if len(preds) != len(labels):
+        raise ValueError(f"preds and labels must be equally long, got {len(preds)} and "
+                         f"{len(labels)}")
+    max_n = check_int("max_n", max_n, minimum=1)
+    matches, totals = [0] * max_n, [0] * max_n
+    pred_len = label_len = 0
+    for i, (pred, label) in enumerate(zip(preds, labels)):
+        pred_tokens, label_tokens = _tokens(pred, f"preds[{i}]"), _tokens(label, f"labels[{i}]")
+        pred_len, label_len = pred_len + len(pred_tokens), label_len + len(label_tokens)
+        for n in range(1, max_n + 1):
+            matches[n - 1] += _ngram_matches(pred_tokens, label_tokens, n)
+            totals[n - 1] += max(0, len(pred_tokens) - n + 1)
+    if 0 in matches:
+        return 0.0
+    log_precision = sum(math.log(m / t) for m, t in zip(matches, totals)) / max_n
+    brevity = min(0.0, 1 - label_len / pred_len)
+    return math.exp(brevity + log_precision)

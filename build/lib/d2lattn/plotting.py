@@ -1,0 +1,156 @@
+"""Plots for the book: curves, attention heatmaps and live training curves (matplotlib)."""
+import matplotlib.pyplot as plt
+import numpy as onp
+
+
+def _to_numpy(x):
+    return x.asnumpy() if hasattr(x, "asnumpy") else onp.asarray(x)
+
+
+def show_heatmaps(matrices, xlabel, ylabel, titles=None, figsize=(2.5, 2.5), cmap="Reds",
+                  xticklabels=None, yticklabels=None):
+    """Draw a grid of attention-weight heatmaps with one shared colour scale and colorbar.
+
+    matrices: (rows, cols, queries, keys), e.g. (1, heads, queries, keys); ``figsize`` is the
+    size of one panel. ``titles`` has one entry per column; ``xticklabels`` (keys) and
+    ``yticklabels`` (queries) label the axes with tokens instead of positions.
+    Returns None, so that a notebook cell ending with the call shows only the figure
+    (get it with ``plt.gcf()``).
+    """
+    mats = _to_numpy(matrices)
+    if mats.ndim != 4:
+        raise ValueError(f"matrices must be 4-D (rows, cols, queries, keys), got shape {mats.shape}")
+    rows, cols, n_q, n_k = mats.shape
+    _check_len("titles", titles, cols)
+    _check_len("xticklabels", xticklabels, n_k)
+    _check_len("yticklabels", yticklabels, n_q)
+    fig, axes = plt.subplots(rows, cols, figsize=(figsize[0] * cols, figsize[1] * rows),
+                             sharex=True, sharey=True, squeeze=False)
+    vmin, vmax = float(mats.min()), float(mats.max())
+    for i in range(rows):
+        for j in range(cols):
+            ax = axes[i, j]
+            image = ax.imshow(mats[i, j], cmap=cmap, vmin=vmin, vmax=vmax)
+            if i == rows - 1:
+                ax.set_xlabel(xlabel)
+            if j == 0:
+                ax.set_ylabel(ylabel)
+            if titles:
+                ax.set_title(titles[j])
+            if xticklabels is not None:
+                ax.set_xticks(range(n_k), xticklabels, rotation=90)
+            if yticklabels is not None:
+                ax.set_yticks(range(n_q), yticklabels)
+    fig.colorbar(image, ax=axes, shrink=0.6)
+
+
+def _check_len(name, labels, n):
+    if labels is not None and len(labels) != n:
+        raise ValueError(f"{name} must have {n} entries, got {len(labels)}")
+
+
+def plot(X, Y=None, xlabel=None, ylabel=None, legend=None, xlim=None, ylim=None,
+         xscale="linear", yscale="linear", fmts=("-", "m--", "g-.", "r:"), figsize=(3.5, 2.5),
+         axes=None):
+    """Plot one or several curves: ``Y`` a list of sequences over ``X`` (or ``X`` alone).
+
+    ``X`` may be one sequence shared by every curve or a list with one per curve.
+    Returns the axes.
+    """
+    if Y is None:
+        X, Y = None, X
+    Y = [_to_numpy(y) for y in (Y if _is_list_of_curves(Y) else [Y])]
+    if X is None:
+        X = [onp.arange(len(y)) for y in Y]
+    elif _is_list_of_curves(X):
+        X = [_to_numpy(x) for x in X]
+    else:
+        X = [_to_numpy(X)] * len(Y)
+    if len(X) != len(Y):
+        raise ValueError(f"X has {len(X)} curves but Y has {len(Y)}")
+    if axes is None:
+        axes = plt.figure(figsize=figsize).gca()
+    for x, y, fmt in zip(X, Y, _cycle(fmts, len(Y))):
+        axes.plot(x, y, fmt)
+    _set_axes(axes, xlabel, ylabel, xlim, ylim, xscale, yscale, legend)
+    return axes
+
+
+def _is_list_of_curves(X):
+    return isinstance(X, (list, tuple)) and len(X) > 0 and hasattr(X[0], "__len__")
+
+
+def _cycle(fmts, n):
+    return [fmts[i % len(fmts)] for i in range(n)]
+
+
+def _set_axes(axes, xlabel, ylabel, xlim, ylim, xscale, yscale, legend):
+    axes.set_xlabel(xlabel)
+    axes.set_ylabel(ylabel)
+    axes.set_xscale(xscale)
+    axes.set_yscale(yscale)
+    if xlim:
+        axes.set_xlim(xlim)
+    if ylim:
+        axes.set_ylim(ylim)
+    if legend:
+        axes.legend(legend)
+    axes.grid(True)
+
+
+def _values(v):
+    """A number, a 0-d or 1-d array, or a list (which may hold None) as a list."""
+    if isinstance(v, (list, tuple)):
+        return list(v)
+    return _to_numpy(v).reshape(-1).tolist()
+
+
+class Animator:
+    """A training curve that redraws in place as points are added.
+
+    In Jupyter the figure is one display updated by id, so text printed in the same cell
+    (logs, final scores) stays in the stored notebook; d2l's version cleared it.
+    """
+
+    def __init__(self, xlabel=None, ylabel=None, legend=None, xlim=None, ylim=None,
+                 xscale="linear", yscale="linear", fmts=("-", "m--", "g-.", "r:"),
+                 figsize=(3.5, 2.5)):
+        self.fig, self.axes = plt.subplots(figsize=figsize)
+        self.config = (xlabel, ylabel, xlim, ylim, xscale, yscale, legend)
+        self.fmts = fmts
+        self.X, self.Y = None, None
+        self._handle = None
+        plt.close(self.fig)  # shown through our own display, not the inline backend
+
+    def add(self, x, y):
+        """Add one point per curve: ``y`` a number or a list (one per curve) at ``x``."""
+        ys = _values(y)
+        xs = _values(x)
+        xs = xs * len(ys) if len(xs) == 1 else xs
+        if self.X is None:
+            self.X, self.Y = [[] for _ in ys], [[] for _ in ys]
+        if len(ys) != len(self.Y) or len(xs) != len(ys):
+            raise ValueError(f"this Animator draws {len(self.Y)} curves, got {len(xs)} x "
+                             f"and {len(ys)} y values")
+        for i, (a, b) in enumerate(zip(xs, ys)):
+            if a is not None and b is not None:
+                self.X[i].append(float(a))
+                self.Y[i].append(float(b))
+        self.axes.cla()
+        for x_i, y_i, fmt in zip(self.X, self.Y, _cycle(self.fmts, len(self.Y))):
+            self.axes.plot(x_i, y_i, fmt)
+        _set_axes(self.axes, *self.config)
+        self._show()
+
+    def _show(self):
+        try:
+            from IPython import get_ipython
+            from IPython.display import display
+        except ImportError:  # plain Python: nothing to display
+            return
+        if get_ipython() is None:
+            return
+        if self._handle is None:
+            self._handle = display(self.fig, display_id=True)
+        else:
+            self._handle.update(self.fig)

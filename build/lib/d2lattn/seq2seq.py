@@ -1,0 +1,176 @@
+"""Encoder-decoder models for sequence-to-sequence learning, with and without attention.
+
+The interfaces are d2l's: an encoder maps source tokens to outputs and a state, the decoder's
+``init_state`` turns those into its own state, and ``decoder(X, state)`` returns logits for
+every target position and the new state. Decoding one token at a time is the same call with
+one step, so greedy and beam search (:mod:`d2lattn.decoding`) work on any of these models.
+Every tensor is batch-major: tokens (batch, steps), encoder outputs (batch, steps, hidden),
+RNN states (layers, batch, hidden).
+"""
+from mxnet import np, npx
+from mxnet.gluon import nn, rnn
+
+from ._checks import check_int
+from ._ops import Dropout
+from .attention import AdditiveAttention
+
+
+class Encoder(nn.Block):
+    """The encoder interface: ``forward(X, *args)`` -> encoder outputs."""
+
+    def forward(self, X, *args):
+        raise NotImplementedError
+
+
+class Decoder(nn.Block):
+    """The decoder interface.
+
+    ``init_state(enc_outputs, *args)`` -> state; ``forward(X, state)`` -> (logits, state);
+    ``reorder_state(state, indices)`` keeps the batch rows ``indices`` of a state (beam search).
+    """
+
+    def init_state(self, enc_outputs, *args):
+        raise NotImplementedError
+
+    def forward(self, X, state):
+        raise NotImplementedError
+
+    def reorder_state(self, state, indices):
+        raise NotImplementedError
+
+
+class AttentionDecoder(Decoder):
+    """A decoder that attends to the encoder outputs and keeps its weights."""
+
+    @property
+    def attention_weights(self):
+        """Weights of the last forward call, (batch, target steps, source steps)."""
+        raise NotImplementedError
+
+
+class EncoderDecoder(nn.Block):
+    """An encoder and a decoder trained together: (src, tgt input) -> (logits, state)."""
+
+    def __init__(self, encoder, decoder, **kwargs):
+        super().__init__(**kwargs)
+        self.encoder = encoder
+        self.decoder = decoder
+
+    def forward(self, enc_X, dec_X, enc_valid_len=None):
+        enc_outputs = self.encoder(enc_X, enc_valid_len)
+        state = self.decoder.init_state(enc_outputs, enc_valid_len)
+        return self.decoder(dec_X, state)
+
+
+class Seq2SeqEncoder(Encoder):
+    """A GRU encoder: (batch, steps) tokens -> outputs (batch, steps, h), state (layers, batch, h).
+
+    Each layer is its own fused GRU so that the state handed to the decoder is each layer's
+    state at the last *real* token of each sequence, not after the padding (MXNet's CPU GRU
+    ignores ``use_sequence_length``).
+    """
+
+    def __init__(self, vocab_size, embed_size, num_hiddens, num_layers, dropout=0, **kwargs):
+        super().__init__(**kwargs)
+        check_int("num_layers", num_layers, minimum=1)
+        self.embedding = nn.Embedding(vocab_size, embed_size)
+        self.rnns = nn.Sequential()
+        for _ in range(num_layers):
+            self.rnns.add(rnn.GRU(num_hiddens, layout="NTC"))
+        self.dropout = Dropout(dropout)
+
+    def forward(self, X, valid_len=None):
+        _check_tokens(X, valid_len)
+        batch, steps = X.shape
+        last = (np.full((batch,), steps, ctx=X.ctx) if valid_len is None
+                else np.maximum(valid_len, 1)).astype("int32") - 1
+        rows = np.arange(batch, ctx=X.ctx)
+        outputs, states = self.embedding(X), []
+        for i, layer in enumerate(self.rnns):
+            if i > 0:
+                outputs = self.dropout(outputs)
+            outputs = layer(outputs)
+            states.append(outputs[rows, last])
+        return outputs, np.stack(states)
+
+
+class Seq2SeqDecoder(Decoder):
+    """The plain GRU decoder: every step sees one fixed context, the encoder's final state.
+
+    state = (context (batch, h), hidden (layers, batch, h)). The context stays the encoder's
+    top-layer state at every step, in training and in prediction alike.
+    """
+
+    def __init__(self, vocab_size, embed_size, num_hiddens, num_layers, dropout=0, **kwargs):
+        super().__init__(**kwargs)
+        self.embedding = nn.Embedding(vocab_size, embed_size)
+        self.rnn = rnn.GRU(num_hiddens, num_layers, dropout=dropout, layout="NTC")
+        self.dense = nn.Dense(vocab_size, flatten=False)
+
+    def init_state(self, enc_outputs, *args):
+        _, hidden = enc_outputs
+        return hidden[-1], hidden
+
+    def forward(self, X, state):
+        context, hidden = state
+        embs = self.embedding(X)
+        context = np.broadcast_to(np.expand_dims(context, 1), embs.shape[:2] + context.shape[-1:])
+        outputs, (hidden,) = self.rnn(np.concatenate((embs, context), axis=-1), [hidden])
+        return self.dense(outputs), (state[0], hidden)
+
+    def reorder_state(self, state, indices):
+        context, hidden = state
+        return context[indices], hidden[:, indices]
+
+
+class Seq2SeqAttentionDecoder(AttentionDecoder):
+    """Bahdanau's decoder: at each step the previous hidden state queries the encoder outputs.
+
+    query = top-layer decoder state s_{t-1} (batch, 1, h); keys = values = all encoder
+    outputs (batch, src steps, h), masked beyond each source's valid length. The context
+    and the embedded input token feed the GRU. ``attention`` defaults to additive attention.
+    state = (enc_outputs, hidden (layers, batch, h), enc_valid_len).
+    """
+
+    def __init__(self, vocab_size, embed_size, num_hiddens, num_layers, dropout=0,
+                 attention=None, **kwargs):
+        super().__init__(**kwargs)
+        self.attention = attention or AdditiveAttention(num_hiddens, dropout)
+        self.embedding = nn.Embedding(vocab_size, embed_size)
+        self.rnn = rnn.GRU(num_hiddens, num_layers, dropout=dropout, layout="NTC")
+        self.dense = nn.Dense(vocab_size, flatten=False)
+        self._attention_weights = []
+
+    def init_state(self, enc_outputs, enc_valid_len=None):
+        outputs, hidden = enc_outputs
+        return outputs, hidden, enc_valid_len
+
+    def forward(self, X, state):
+        enc_outputs, hidden, enc_valid_len = state
+        embs = self.embedding(X)
+        outputs, self._attention_weights = [], []
+        for t in range(X.shape[1]):
+            query = np.expand_dims(hidden[-1], axis=1)
+            context = self.attention(query, enc_outputs, enc_outputs, enc_valid_len)
+            step = np.concatenate((context, embs[:, t:t + 1]), axis=-1)
+            out, (hidden,) = self.rnn(step, [hidden])
+            outputs.append(np.concatenate((out, context), axis=-1))
+            self._attention_weights.append(self.attention.attention_weights)
+        logits = self.dense(np.concatenate(outputs, axis=1))
+        return logits, (enc_outputs, hidden, enc_valid_len)
+
+    def reorder_state(self, state, indices):
+        enc_outputs, hidden, enc_valid_len = state
+        valid = None if enc_valid_len is None else enc_valid_len[indices]
+        return enc_outputs[indices], hidden[:, indices], valid
+
+    @property
+    def attention_weights(self):
+        return np.concatenate(self._attention_weights, axis=1)
+
+
+def _check_tokens(X, valid_len, name="X"):
+    if X.ndim != 2:
+        raise ValueError(f"{name} must be (batch, steps) token ids, got shape {X.shape}")
+    if valid_len is not None and valid_len.shape != X.shape[:1]:
+        raise ValueError(f"valid_len must have shape ({X.shape[0]},), got {valid_len.shape}")
