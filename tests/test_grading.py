@@ -9,14 +9,10 @@ Everything else runs in this process.
 import copy
 import csv
 import hashlib
-import importlib.util
 import json
 import os
 import re
 import shutil
-import signal
-import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -66,7 +62,8 @@ def hidden_lines(tests):
     lines = [line.lstrip("#>").strip() for test in tests
              for case in cases.cases_of(test, True) if case["hidden"]
              for line in case["code"].splitlines() if line.startswith(("#", ">>>"))]
-    return [line for line in lines if len(line) > 8 and not re.fullmatch(r"[\w.]+", line)]
+    return [line for line in lines if len(line) > 8
+            and not re.fullmatch(r"[\w.]+(\([\w.]*\))?", line)]  # softmax(X), answer_q3
 
 
 def run_cells(nb):
@@ -362,7 +359,7 @@ def test_student_notebook_holds_stubs_and_no_solution_and_no_hidden_test():
     assert cell_source(student_nb["cells"][10]) == "# QUESTION q3_weight points=1\nanswer_q3 = ..."
     for solution in ["X.max(axis=-1, keepdims=True)", "scores.max(axis=1", "= 0.75"]:
         assert solution not in text and solution not in sources
-    assert len(hidden_lines(tests)) == 10
+    assert len(hidden_lines(tests)) == 9
     for line in hidden_lines(tests):
         assert line not in text and line not in sources, line
 
@@ -550,7 +547,8 @@ def test_shadow_package_holds_stubs_and_not_the_forbidden_code(tmp_path):
     real = (Path(d2lattn.__file__).parent / "attention.py").read_text()
     assert "valid_lens" in real.split("def masked_softmax")[1][:2000]
     assert "def masked_softmax(*args, **kwargs):\n    raise PermissionError(" in text
-    assert "class DotProductAttention:" in text and "d2lattn.DotProductAttention is forbidden" in text
+    assert "class DotProductAttention:" in text
+    assert "d2lattn.DotProductAttention is forbidden" in text
     assert not list(package.rglob("__pycache__")) and (package / "grading" / "runner.py").exists()
     assert (package / "pooling.py").read_text() == \
         (Path(d2lattn.__file__).parent / "pooling.py").read_text()
@@ -568,7 +566,7 @@ def test_grading_refuses_to_run_without_a_sandbox(tmp_path, monkeypatch):
 
 # --- grading a batch: issue 6's broken submissions and issue 14's cheats -------------------
 
-TIMEOUT, MAX_OUTPUT, MAX_BYTES = 6, 100_000, 2_000_000
+TIMEOUT, MAX_OUTPUT, MAX_BYTES = 15, 100_000, 2_000_000
 TOKEN = f"d2lattn-cheat-{os.getpid()}-{int(time.time())}"
 CHEAT = '''# QUESTION q1_softmax points=2 forbid=d2lattn.masked_softmax
 from d2lattn import masked_softmax
@@ -915,7 +913,7 @@ def batch(bundle, tmp_path_factory):
     before, digest, log = host_state(), hashlib.sha256((bundle / "sample.json").read_bytes()), []
     start = time.monotonic()
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(execute, "STARTUP", 10)  # the stopper waits for this beyond TIMEOUT
+        patch.setattr(execute, "STARTUP", 5)  # the stopper waits for this beyond TIMEOUT
         rows = grade(folder, bundle, out, timeout=TIMEOUT, case_timeout=2,
                      max_output=MAX_OUTPUT, log=log.append, max_bytes=MAX_BYTES)
     seconds = time.monotonic() - start
@@ -953,8 +951,8 @@ EXPECTED = {
                 for q in QUESTIONS},
     "loops": {"q1_softmax": (2, rf"^4 of 4 cases passed; time limit of {TIMEOUT} s reached in "
                                 r"cell 5; later cells did not run$"),
-              "q2_nw": (0, r"^0 of 4 cases passed; failed: .*; time limit of 6 s"),
-              "q3_weight": (0, r"^0 of 1 cases passed; failed: .*; time limit of 6 s")},
+              "q2_nw": (0, r"^0 of 4 cases passed; failed: .*; time limit of 15 s"),
+              "q3_weight": (0, r"^0 of 1 cases passed; failed: .*; time limit of 15 s")},
     "prints": FULL,
     "deleted": dict(FULL, q2_nw=(0, r"^question cell missing$")),
     "forbidden": dict(FULL, q1_softmax=(0, r"^uses d2lattn.masked_softmax \(cell 4, line 2\), "

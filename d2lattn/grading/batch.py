@@ -19,7 +19,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from .._checks import check_int, check_positive
-from .cases import cases_of, format_report, is_format, judge, request
+from .cases import cases_of, format_report, is_format, judge, parse_case, request
 from .forbid import forbidden_uses
 from .notebook import NotebookError, cell_source, is_grader_cell, parse_notebook, question_of
 from .sandbox import Shadows, check_sandbox
@@ -160,9 +160,8 @@ def feedback(assignment, student, rows, results, executed, seconds):
     values, hidden ones only counted."""
     lines = [f"# {assignment}: {student}", "",
              f"Score: {_total(rows)} points (graded in {seconds:.1f} s).", ""]
-    errors = [f"- cell {cell['metadata']['d2lattn']['cell']}: {cell['metadata']['d2lattn']['error']:.200}"
-              for cell in (executed["cells"] if executed else [])
-              if cell["metadata"]["d2lattn"].get("error")]
+    ran = [cell["metadata"]["d2lattn"] for cell in (executed["cells"] if executed else [])]
+    errors = [f"- cell {meta['cell']}: {meta['error']:.200}" for meta in ran if meta["error"]]
     if errors:
         lines += ["Cells that raised an error:", ""] + errors + [""]
     for row in rows:
@@ -182,8 +181,6 @@ def _first_ids(tests):
 
 
 def _message(case):
-    from .cases import parse_case
-
     return parse_case(case["code"])[0]
 
 
