@@ -42,8 +42,8 @@ def hidden_lines(bundle_file):
             for case in suite["cases"]:
                 for line in case["code"].splitlines():
                     line = line.strip().removeprefix(">>>").removeprefix("...").strip()
-                    # names alone, like answer_q4 or float(answer_q4), are no secret
-                    if len(line) >= 8 and not re.fullmatch(r"[\w.]+(\([\w.]*\))?", line):
+                    # names alone or called on names (answer_q4, f(X, W)) are no secret
+                    if len(line) >= 8 and not re.fullmatch(r"[\w.]+(\((\w+(, )?)*\))?", line):
                         lines[case["hidden"]].add(line)
     return lines[True] - lines[False]
 

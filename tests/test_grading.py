@@ -63,7 +63,7 @@ def hidden_lines(tests):
              for case in cases.cases_of(test, True) if case["hidden"]
              for line in case["code"].splitlines() if line.startswith(("#", ">>>"))]
     return [line for line in lines if len(line) > 8
-            and not re.fullmatch(r"[\w.]+(\([\w.]*\))?", line)]  # softmax(X), answer_q3
+            and not re.fullmatch(r"[\w.]+(\((\w+(, )?)*\))?", line)]  # softmax(X), answer_q3
 
 
 def run_cells(nb):
@@ -958,7 +958,7 @@ EXPECTED = {
     "forbidden": dict(FULL, q1_softmax=(0, r"^uses d2lattn.masked_softmax \(cell 4, line 2\), "
                                            r"which this question forbids$")),
     "routes": dict(FULL, q1_softmax=(0, r"^0 of 4 cases passed; failed: .*; called "
-                                        r"d2lattn.masked_softmax, which this notebook forbids")),
+                                        r"d2lattn.masked_softmax, which this question forbids")),
     "empty_notebook": {q: (0, r"^question cell missing$") for q in QUESTIONS},
     "not_json": {q: (0, r"^not valid JSON \(") for q in QUESTIONS},
     "empty_file": {q: (0, r"^empty file$") for q in QUESTIONS},

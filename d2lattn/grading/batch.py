@@ -26,7 +26,7 @@ from .sandbox import Shadows, check_sandbox
 
 Row = namedtuple("Row", "student question points max reason")
 MAX_BYTES = 20 << 20  # a submission larger than this is not read
-FORBIDDEN = re.compile(r"PermissionError: (d2lattn(?:\.\w+)+) is forbidden in this notebook")
+FORBIDDEN = re.compile(r"PermissionError: (d2lattn(?:\.\w+)+) is forbidden in this question")
 
 
 def grade(submissions, bundle, out, assignment=None, timeout=300, case_timeout=10,
@@ -268,7 +268,7 @@ def _score(test, present, uses, outcome, records, notes, first):
     called = sorted({match[1] for case_id in range(first, first + len(outcome))
                      for match in [FORBIDDEN.match((records.get(case_id) or {}).get("raised")
                                                    or "")] if match})
-    extra = [f"called {', '.join(called)}, which this notebook forbids"] if called else []
+    extra = [f"called {', '.join(called)}, which this question forbids"] if called else []
     reason = "; ".join([_verdict(outcome)] + extra + notes)
     return name, round(points * passed / max(len(scored), 1), 2), points, reason
 

@@ -121,7 +121,7 @@ def _stubbed(text, names):
     for node in sorted(ast.parse(text).body, key=lambda n: n.lineno, reverse=True):
         if isinstance(node, (ast.FunctionDef, ast.ClassDef)) and node.name in names:
             start = min([node.lineno] + [d.lineno for d in node.decorator_list]) - 1
-            message = (f"{names[node.name]} is forbidden in this notebook: a question asks you "
+            message = (f"{names[node.name]} is forbidden in this question: it asks you "
                        "to write it yourself")
             body = (f"def {node.name}(*args, **kwargs):\n    raise PermissionError({message!r})"
                     if isinstance(node, ast.FunctionDef) else

@@ -19,14 +19,14 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from .._checks import check_int, check_positive
-from .cases import cases_of, format_report, is_format, judge, request
+from .cases import cases_of, format_report, is_format, judge, parse_case, request
 from .forbid import forbidden_uses
 from .notebook import NotebookError, cell_source, is_grader_cell, parse_notebook, question_of
 from .sandbox import Shadows, check_sandbox
 
 Row = namedtuple("Row", "student question points max reason")
 MAX_BYTES = 20 << 20  # a submission larger than this is not read
-FORBIDDEN = re.compile(r"PermissionError: (d2lattn(?:\.\w+)+) is forbidden in this notebook")
+FORBIDDEN = re.compile(r"PermissionError: (d2lattn(?:\.\w+)+) is forbidden in this question")
 
 
 def grade(submissions, bundle, out, assignment=None, timeout=300, case_timeout=10,
@@ -160,9 +160,8 @@ def feedback(assignment, student, rows, results, executed, seconds):
     values, hidden ones only counted."""
     lines = [f"# {assignment}: {student}", "",
              f"Score: {_total(rows)} points (graded in {seconds:.1f} s).", ""]
-    errors = [f"- cell {cell['metadata']['d2lattn']['cell']}: {cell['metadata']['d2lattn']['error']:.200}"
-              for cell in (executed["cells"] if executed else [])
-              if cell["metadata"]["d2lattn"].get("error")]
+    ran = [cell["metadata"]["d2lattn"] for cell in (executed["cells"] if executed else [])]
+    errors = [f"- cell {meta['cell']}: {meta['error']:.200}" for meta in ran if meta["error"]]
     if errors:
         lines += ["Cells that raised an error:", ""] + errors + [""]
     for row in rows:
@@ -182,8 +181,6 @@ def _first_ids(tests):
 
 
 def _message(case):
-    from .cases import parse_case
-
     return parse_case(case["code"])[0]
 
 
@@ -271,7 +268,7 @@ def _score(test, present, uses, outcome, records, notes, first):
     called = sorted({match[1] for case_id in range(first, first + len(outcome))
                      for match in [FORBIDDEN.match((records.get(case_id) or {}).get("raised")
                                                    or "")] if match})
-    extra = [f"called {', '.join(called)}, which this notebook forbids"] if called else []
+    extra = [f"called {', '.join(called)}, which this question forbids"] if called else []
     reason = "; ".join([_verdict(outcome)] + extra + notes)
     return name, round(points * passed / max(len(scored), 1), 2), points, reason
 

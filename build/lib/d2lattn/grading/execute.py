@@ -23,23 +23,24 @@ def run_submission(cells, phases, package, timeout, case_timeout, max_output, un
     try:
         run.send({"cells": [list(cell) for cell in cells], "timeout": timeout,
                   "max_output": max_output, "limits": limits})
-        taken, how = run.collect(lambda r: _is_cell(r, numbers) and r["cell"] not in outputs,
-                                 "cells_done", timeout + STARTUP)
+        taken, how, stopped = run.collect(
+            lambda r: _is_cell(r, numbers) and r["cell"] not in outputs, "cells_done",
+            timeout + STARTUP)
         outputs = {r["cell"]: {"text": r["text"][:max_output], "error": r["error"]}
                    for r in taken}
-        if how[0] != "done":
+        if how != "done":
             return outputs, results, notes + [_stopped(how, "while its cells ran", outputs)]
-        if how[1] is not None:
+        if stopped is not None:
             last = max(outputs, default=0)
             notes.append(f"time limit of {timeout:g} s reached in cell {last}; "
                          "later cells did not run")
         for phase in phases:
             ids = {case["id"] for case in phase}
             run.send({"cases": phase, "case_timeout": case_timeout})
-            taken, how = run.collect(lambda r: _is_case(r, ids) and r["case"] not in results,
-                                     "phase_done", case_timeout * _examples([phase]) + 10)
+            taken, how, _ = run.collect(lambda r: _is_case(r, ids) and r["case"] not in results,
+                                        "phase_done", case_timeout * _examples([phase]) + 10)
             results.update((r["case"], r) for r in taken)
-            if how[0] != "done":
+            if how != "done":
                 notes.append(_stopped(how, "while the tests ran", outputs))
                 break
     finally:
@@ -58,12 +59,14 @@ def _stopped(how, when, outputs):
 
 
 def _is_cell(record, numbers):
-    return type(record.get("cell")) is int and record["cell"] in numbers and isinstance(record.get("text"), str) \
+    return type(record.get("cell")) is int and record["cell"] in numbers \
+        and isinstance(record.get("text"), str) \
         and (record.get("error") is None or isinstance(record["error"], str))
 
 
 def _is_case(record, ids):
-    return type(record.get("case")) is int and record["case"] in ids and isinstance(record.get("values"), list) \
+    return type(record.get("case")) is int and record["case"] in ids \
+        and isinstance(record.get("values"), list) \
         and isinstance(record.get("wants"), list) \
         and (record.get("raised") is None or isinstance(record["raised"], str)) \
         and (record.get("at") is None or type(record["at"]) is int)

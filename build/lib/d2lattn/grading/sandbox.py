@@ -121,7 +121,7 @@ def _stubbed(text, names):
     for node in sorted(ast.parse(text).body, key=lambda n: n.lineno, reverse=True):
         if isinstance(node, (ast.FunctionDef, ast.ClassDef)) and node.name in names:
             start = min([node.lineno] + [d.lineno for d in node.decorator_list]) - 1
-            message = (f"{names[node.name]} is forbidden in this notebook: a question asks you "
+            message = (f"{names[node.name]} is forbidden in this question: it asks you "
                        "to write it yourself")
             body = (f"def {node.name}(*args, **kwargs):\n    raise PermissionError({message!r})"
                     if isinstance(node, ast.FunctionDef) else
@@ -227,20 +227,21 @@ class Run:
 
     def collect(self, accept, done, seconds):
         """Records ``accept`` takes, until one has the key ``done``, the runner ends or
-        ``seconds`` pass. Returns ``(records, how)``: how is "done", "ended" or "timeout"."""
+        ``seconds`` pass. Returns ``(records, how, value)``: how is "done" (value: that
+        record's ``done`` entry), "ended" or "timeout" (value None)."""
         deadline, taken = time.monotonic() + seconds, []
         while not self.ended:
             try:
                 record = self.records.get(timeout=max(0.0, deadline - time.monotonic()))
             except queue.Empty:
-                return taken, "timeout"
+                return taken, "timeout", None
             if record is None:
                 self.ended = True
             elif done in record:
-                return taken, ("done", record[done])
+                return taken, "done", record[done]
             elif accept(record):
                 taken.append(record)
-        return taken, "ended"
+        return taken, "ended", None
 
     def close(self):
         """Kill the runner (and with it the sandbox and every process in it)."""
