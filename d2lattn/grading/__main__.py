@@ -2,8 +2,12 @@
 ``python -m d2lattn.grading grade SUBMISSIONS --bundle DIR --out DIR``."""
 import argparse
 
-from .batch import grade
+from .batch import MAX_BYTES, grade
 from .releasing import release
+
+
+UNSAFE = ("run the notebooks WITHOUT a sandbox (where bubblewrap is missing): a submission can "
+          "then read the bundle and change the grades; only for notebooks you trust")
 
 
 def main(argv=None):
@@ -12,6 +16,7 @@ def main(argv=None):
     rel = commands.add_parser("release", help="write student notebooks and the autograder bundle")
     rel.add_argument("source", help="a folder of master notebooks, or one master notebook")
     rel.add_argument("--out", default="_build/exercises", help="default: %(default)s")
+    rel.add_argument("--unsafe", action="store_true", help=UNSAFE)
     gra = commands.add_parser("grade", help="grade a folder of submitted notebooks")
     gra.add_argument("submissions", help="a folder: each file in it is one student's submission")
     gra.add_argument("--bundle", default="_build/exercises/autograder", help="default: %(default)s")
@@ -21,13 +26,17 @@ def main(argv=None):
     gra.add_argument("--case-timeout", type=float, default=10, help="seconds per test example")
     gra.add_argument("--max-output", type=int, default=1_000_000,
                      help="characters of output kept per notebook")
+    gra.add_argument("--max-bytes", type=int, default=MAX_BYTES,
+                     help="larger submission files are not read (default: %(default)s)")
+    gra.add_argument("--unsafe", action="store_true", help=UNSAFE)
     args = parser.parse_args(argv)
     if args.command == "release":
-        for path in release(args.source, args.out):
+        for path in release(args.source, args.out, unsafe=args.unsafe):
             print(f"wrote {path}")
     else:
         rows = grade(args.submissions, args.bundle, args.out, args.assignment, args.timeout,
-                     args.case_timeout, args.max_output, log=print)
+                     args.case_timeout, args.max_output, log=print, unsafe=args.unsafe,
+                     max_bytes=args.max_bytes)
         print(f"wrote {len(rows)} rows to {args.out}/grades.csv")
 
 

@@ -1,54 +1,78 @@
 """Grade a folder of submissions: one CSV row per student and question, one feedback file per
-student, every submission graded whatever the others do."""
+student, every submission graded whatever the others do.
+
+Who holds what: this process reads the bundle (every case and its expected values) and the
+submissions, and alone decides every score. Each submission's code runs in its own sandbox
+(:mod:`d2lattn.grading.sandbox`), which gets the submission's code cells and the cases'
+example sources, never an expected value, and hands back plain data.
+"""
 import csv
+import hashlib
 import json
+import os
+import re
+import stat
+import tempfile
 import time
 from collections import namedtuple
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from .._checks import check_int, check_positive
-from .cases import format_report
+from .cases import cases_of, format_report, is_format, judge, parse_case, request
 from .forbid import forbidden_uses
-from .notebook import NotebookError, cell_source, is_grader_cell, question_of, read_notebook
+from .notebook import NotebookError, cell_source, is_grader_cell, parse_notebook, question_of
+from .sandbox import Shadows, check_sandbox
 
 Row = namedtuple("Row", "student question points max reason")
+MAX_BYTES = 20 << 20  # a submission larger than this is not read
+FORBIDDEN = re.compile(r"PermissionError: (d2lattn(?:\.\w+)+) is forbidden in this question")
 
 
 def grade(submissions, bundle, out, assignment=None, timeout=300, case_timeout=10,
-          max_output=1_000_000, log=None):
-    """Grade every file of the folder ``submissions`` against the autograder ``bundle`` folder.
+          max_output=1_000_000, log=None, unsafe=False, max_bytes=MAX_BYTES):
+    """Grade every ``.ipynb`` file of the folder ``submissions`` against the autograder
+    ``bundle`` folder, each in its own sandbox (``unsafe=True``: without one, see
+    :mod:`d2lattn.grading.sandbox`; grading refuses to start if no sandbox can be made).
 
-    Each submission runs in its own kernel: its code cells under one ``timeout`` (seconds) with
-    at most ``max_output`` characters of output kept, then every public and hidden case of the
-    bundle, each under ``case_timeout``. A question scores its points times the fraction of its
-    cases passed; 0 if its cell is missing or it uses a name its ``forbid`` list names.
-    ``assignment`` picks the bundle's ``<assignment>.json`` (optional if it holds one).
+    Each submission's code cells run under one ``timeout`` (seconds) with at most
+    ``max_output`` characters of output kept, then its public cases, then its hidden ones,
+    each example under ``case_timeout``. A question scores its points times the fraction of
+    its scored cases passed (format checks earn nothing); 0 if its cell is missing or it
+    uses a name its ``forbid`` list names. Only regular files (no symbolic links) named
+    ``*.ipynb`` of at most ``max_bytes`` bytes are graded; other entries get a row saying why.
 
-    Writes ``out/grades.csv`` (student, question, points, max, reason; each student's rows as
-    soon as they are graded), ``out/feedback/<student>.md`` and ``out/executed/<student>.ipynb``
-    (the code cells that ran, with their outputs). ``log`` is called with one line per student.
-    Returns the rows.
+    Writes ``out/grades.csv`` (student, question, points, max, reason; each student's rows
+    as soon as they are graded), ``out/feedback/<student>.md`` and
+    ``out/executed/<student>.ipynb`` (the code cells that ran, with their text outputs).
+    Students are file names made safe (letters, digits, ``._-``; a hash of the name if it
+    had to change). ``log`` is called with one line per student. Returns the rows.
     """
     if log is not None and not callable(log):
         raise TypeError(f"log must be callable or None, got {log!r}")
     limits = {"timeout": check_positive("timeout", timeout),
               "case_timeout": check_positive("case_timeout", case_timeout),
               "max_output": check_int("max_output", max_output, minimum=1)}
+    max_bytes = check_int("max_bytes", max_bytes, minimum=1)
     assignment, tests = load_bundle(bundle, assignment)
-    files, out = _submission_files(submissions), Path(out)
+    entries, out = _submission_entries(submissions), Path(out)
+    check_sandbox(unsafe)
     for folder in ("feedback", "executed"):
         (out / folder).mkdir(parents=True, exist_ok=True)
     rows = []
-    with open(out / "grades.csv", "w", newline="", encoding="utf-8") as table:
-        writer = csv.writer(table)
+    with tempfile.TemporaryDirectory() as tmp, \
+            open(out / "grades.csv", "w", newline="", encoding="utf-8") as table:
+        packages = Shadows(tmp)
+        writer = csv.writer(table, lineterminator="\n")
         writer.writerow(Row._fields)
-        for path in files:
-            student = path.name[:-len(".ipynb")] if path.name.endswith(".ipynb") else path.name
+        for student, entry in entries:
             start = time.monotonic()
-            scores, results, executed = _grade_file(path, tests, limits)
+            scores, results, executed = _grade_entry(entry, tests, limits, packages, unsafe,
+                                                     max_bytes)
             seconds = time.monotonic() - start
             student_rows = [Row(student, *score) for score in scores]
-            writer.writerows((r.student, r.question, f"{r.points:g}", f"{r.max:g}", r.reason)
+            writer.writerows([_safe_field(field) for field in
+                              (r.student, r.question, f"{r.points:g}", f"{r.max:g}", r.reason)]
                              for r in student_rows)
             table.flush()
             rows += student_rows
@@ -56,8 +80,8 @@ def grade(submissions, bundle, out, assignment=None, timeout=300, case_timeout=1
                 feedback(assignment, student, student_rows, results, executed, seconds),
                 encoding="utf-8")
             if executed is not None:
-                (out / "executed" / f"{student}.ipynb").write_text(json.dumps(executed, indent=1),
-                                                                   encoding="utf-8")
+                (out / "executed" / f"{student}.ipynb").write_text(
+                    json.dumps(executed, indent=1, ensure_ascii=False), encoding="utf-8")
             if log:
                 log(f"{student}: {_total(student_rows)} points in {seconds:.1f} s")
     return rows
@@ -78,15 +102,66 @@ def load_bundle(bundle, assignment=None):
     return assignment, data["tests"]
 
 
+def grade_notebook(nb, tests, limits, packages, unsafe=False):
+    """``(scores, results, executed notebook or None)`` of one notebook (a dict): run it in
+    the sandbox if it answers any question, then score every question of ``tests``.
+
+    The questions that forbid the same objects share one run, in a sandbox whose d2lattn is
+    ``packages(forbidden names)`` (:class:`d2lattn.grading.sandbox.Shadows`): a question's
+    forbidden objects are absent from its own run only.
+    """
+    cells = [(number, cell_source(cell), question_of(cell))
+             for number, cell in enumerate(nb["cells"], 1)
+             if cell.get("cell_type") == "code" and not is_grader_cell(cell)]
+    present = {question for *_, question in cells} & {test["name"] for test in tests}
+    outputs, records, notes, executed = None, {}, {}, None
+    if present:
+        from .execute import run_submission
+
+        groups = {}
+        for test, first in zip(tests, _first_ids(tests)):
+            if test["name"] in present:
+                groups.setdefault(tuple(sorted(test["forbid"])), []).append((test, first))
+        runs = [(forbid, members, packages(forbid)) for forbid, members in groups.items()]
+
+        def run(forbid, members, package):
+            phases = [[request(case_id, test["name"], case["code"])
+                       for test, first in members
+                       for case_id, case in enumerate(cases_of(test, True), first)
+                       if case.get("hidden", False) is hidden] for hidden in (False, True)]
+            return run_submission([(n, text) for n, text, _ in cells], [p for p in phases if p],
+                                  package, **limits, unsafe=unsafe)
+
+        with ThreadPoolExecutor(min(len(runs), os.cpu_count() or 1)) as pool:
+            done = list(pool.map(lambda args: run(*args), runs))
+        for (forbid, members, _), (ran, got, said) in zip(runs, done):
+            outputs = ran if outputs is None else outputs
+            records.update(got)
+            notes.update((test["name"], said) for test, _ in members)
+        executed = _executed(cells, outputs)
+    scores, results = [], {}
+    for test, first in zip(tests, _first_ids(tests)):
+        own = [(number, text) for number, text, question in cells
+               if question in (test["name"], None)]
+        outcome = [dict(judge(case["code"], records.get(case_id), case.get("expected", [])),
+                        hidden=case.get("hidden", False), format=is_format(_message(case)))
+                   for case_id, case in enumerate(cases_of(test, True), first)]
+        if test["name"] in present:
+            results[test["name"]] = outcome
+        scores.append(_score(test, test["name"] in present,
+                             forbidden_uses(own, test["forbid"]), outcome, records,
+                             notes.get(test["name"], []), first))
+    return scores, results, executed
+
+
 def feedback(assignment, student, rows, results, executed, seconds):
     """A student's feedback (markdown): the total, the cells that raised an error, then per
     question its points, the reason and its cases: public ones with expected and received
     values, hidden ones only counted."""
     lines = [f"# {assignment}: {student}", "",
              f"Score: {_total(rows)} points (graded in {seconds:.1f} s).", ""]
-    errors = [f"- cell {cell.metadata['d2lattn']['cell']}: {out['ename']}: {out['evalue']:.200}"
-              for cell in (executed.cells if executed else []) for out in cell.outputs
-              if out["output_type"] == "error"]
+    ran = [cell["metadata"]["d2lattn"] for cell in (executed["cells"] if executed else [])]
+    errors = [f"- cell {meta['cell']}: {meta['error']:.200}" for meta in ran if meta["error"]]
     if errors:
         lines += ["Cells that raised an error:", ""] + errors + [""]
     for row in rows:
@@ -96,71 +171,127 @@ def feedback(assignment, student, rows, results, executed, seconds):
     return "\n".join(lines)
 
 
-def _submission_files(submissions):
+def _first_ids(tests):
+    """The id of each test's first case: cases are numbered across the bundle, in order."""
+    firsts, total = [], 0
+    for test in tests:
+        firsts.append(total)
+        total += len(cases_of(test, True))
+    return firsts
+
+
+def _message(case):
+    return parse_case(case["code"])[0]
+
+
+def _submission_entries(submissions):
+    """``[(student id, os.DirEntry)]`` of the folder's visible entries, ids unique and safe."""
     folder = Path(submissions)
     if not folder.is_dir():
         raise ValueError(f"submissions must be a folder, got {str(submissions)!r}")
-    return sorted(path for path in folder.iterdir() if not path.name.startswith("."))
+    with os.scandir(folder) as listing:
+        entries = sorted((e for e in listing if not e.name.startswith(".")),
+                         key=lambda e: (not e.name.endswith(".ipynb"), os.fsencode(e.name)))
+    taken, named = set(), []
+    for entry in entries:
+        student = _student_id(entry.name, taken)
+        taken.add(student.lower())
+        named.append((student, entry))
+    return named
 
 
-def _grade_file(path, tests, limits):
-    """``(scores, results, executed notebook or None)`` of one file; never raises."""
+def _student_id(name, taken):
+    """A file name as a safe, unique student id: ``alice`` for ``alice.ipynb``."""
+    raw = os.fsencode(name)
+    stem = name[:-len(".ipynb")] if name.endswith(".ipynb") else name
+    safe = re.sub(r"[^A-Za-z0-9._-]", "_", stem)[:64]
+    if not safe[:1].isalnum():
+        safe = "s" + safe
+    if safe != stem or safe.lower() in taken:
+        safe = f"{safe}_{hashlib.sha256(raw).hexdigest()[:8]}"
+    return safe
+
+
+def _grade_entry(entry, tests, limits, package, unsafe, max_bytes):
+    """``(scores, results, executed or None)`` of one folder entry; never raises."""
     try:
-        return _grade_notebook(read_notebook(path), tests, limits)
+        nb = parse_notebook(_read_entry(entry, max_bytes))
+        return grade_notebook(nb, tests, limits, package, unsafe)
     except NotebookError as err:
         reason = str(err)
     except Exception as err:  # a grader failure on one submission must not stop the batch
-        reason = f"grader error: {type(err).__name__}: {err}"
+        reason = f"grader error: {type(err).__name__}"
     return [(test["name"], 0, test["points"], reason) for test in tests], {}, None
 
 
-def _grade_notebook(nb, tests, limits):
-    """Run the notebook if it answers any question, then score every question."""
-    cells = [(number, cell_source(cell), question_of(cell))
-             for number, cell in enumerate(nb["cells"], 1)
-             if cell.get("cell_type") == "code" and not is_grader_cell(cell)]
-    present = {question for *_, question in cells} & {test["name"] for test in tests}
-    results, notes, executed = {}, [], None
-    if present:
-        from .kernel import run_submission  # needs nbclient, which taking the course does not
-        results, notes, executed = run_submission(
-            [(number, text) for number, text, _ in cells],
-            [test for test in tests if test["name"] in present], **limits)
-    scores = []
-    for test in tests:
-        own = [(number, text) for number, text, question in cells
-               if question in (test["name"], None)]
-        scores.append(_score(test, test["name"] in present,
-                             forbidden_uses(own, test["forbid"]), results, notes))
-    return scores, results or {}, executed
+def _read_entry(entry, max_bytes):
+    """The bytes of a regular ``.ipynb`` file, read without following a link or blocking."""
+    if entry.is_symlink():
+        raise NotebookError("a symbolic link, not graded")
+    if entry.is_dir(follow_symlinks=False):
+        raise NotebookError("a folder, not a notebook file")
+    if not entry.name.endswith(".ipynb"):
+        raise NotebookError("not a .ipynb file")
+    try:
+        fd = os.open(entry.path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except OSError as err:
+        raise NotebookError(f"unreadable file ({type(err).__name__})") from None
+    with os.fdopen(fd, "rb") as file:
+        info = os.fstat(file.fileno())
+        if not stat.S_ISREG(info.st_mode):
+            raise NotebookError("not a regular file")
+        if info.st_size > max_bytes:
+            raise NotebookError(f"larger than {max_bytes} bytes")
+        return file.read(max_bytes + 1)[:max_bytes]
 
 
-def _score(test, present, uses, results, notes):
+def _executed(cells, outputs):
+    """The code cells that ran, with their text outputs, as a notebook (dict)."""
+    return {"nbformat": 4, "nbformat_minor": 5, "metadata": {}, "cells": [
+        {"cell_type": "code", "id": f"cell-{number}", "execution_count": None, "source": text,
+         "metadata": {"d2lattn": {"cell": number,
+                                  "error": outputs.get(number, {}).get("error")}},
+         "outputs": [{"output_type": "stream", "name": "stdout",
+                      "text": outputs[number]["text"]}] if outputs.get(number, {}).get("text")
+         else []} for number, text, _ in cells]}
+
+
+def _score(test, present, uses, outcome, records, notes, first):
     """``(question, points, max, reason)`` of one question."""
     name, points = test["name"], test["points"]
     if not present:
         return name, 0, points, "question cell missing"
     if uses:
         return name, 0, points, f"uses {', '.join(uses)}, which this question forbids"
-    if results is None:
-        return name, 0, points, "; ".join(notes)
-    outcome = results[name]
-    passed = sum(case["passed"] for case in outcome)
-    reason = "; ".join([_verdict(outcome)] + notes)
-    return name, round(points * passed / max(len(outcome), 1), 2), points, reason
+    scored = [case for case in outcome if not case["format"]]
+    passed = sum(case["passed"] for case in scored)
+    called = sorted({match[1] for case_id in range(first, first + len(outcome))
+                     for match in [FORBIDDEN.match((records.get(case_id) or {}).get("raised")
+                                                   or "")] if match})
+    extra = [f"called {', '.join(called)}, which this question forbids"] if called else []
+    reason = "; ".join([_verdict(outcome)] + extra + notes)
+    return name, round(points * passed / max(len(scored), 1), 2), points, reason
 
 
 def _verdict(outcome):
     """E.g. '2 of 3 cases passed; failed: public case 2 (large scores stay finite)'."""
     failed, counts = [], {False: 0, True: 0}
+    scored = [case for case in outcome if not case["format"]]
     for case in outcome:
         counts[case["hidden"]] += 1
         if not case["passed"]:
-            kind = "hidden" if case["hidden"] else "public"
+            kind = ("hidden" if case["hidden"] else "public") + \
+                (" format check" if case["format"] else " case")
             about = f" ({case['message']})" if case["message"] and not case["hidden"] else ""
-            failed.append(f"{kind} case {counts[case['hidden']]}{about}")
-    verdict = f"{len(outcome) - len(failed)} of {len(outcome)} cases passed"
+            failed.append(f"{kind} {counts[case['hidden']]}{about}")
+    verdict = f"{sum(c['passed'] for c in scored)} of {len(scored)} cases passed"
     return verdict + (f"; failed: {', '.join(failed)}" if failed else "")
+
+
+def _safe_field(text):
+    """A CSV field no spreadsheet runs as a formula and no line-based reader splits."""
+    text = " ".join(str(text).split())
+    return "'" + text if text[:1] in ("=", "+", "-", "@") else text
 
 
 def _total(rows):

@@ -19,6 +19,12 @@ BEGIN, END, HIDDEN = "# BEGIN SOLUTION", "# END SOLUTION", "# HIDDEN"
 STUB = "raise NotImplementedError  # your code here"
 REGISTRATION = "#@title Tests for check(): run this cell once, do not edit it"
 CHECK = re.compile(r"check\(\s*[\"'][A-Za-z_]\w*[\"']\s*\)")
+# Comments that look like a marker, in any case or with a typo: only the exact markers pass.
+SOLUTION_LIKE = re.compile(r"#.*\bsol[ut]\w*|^\s*#+\s*(begin|end)\b", re.I)
+HIDDEN_LIKE = re.compile(r"^\s*#+\s*hid+\w*", re.I)
+TESTS_LIKE = re.compile(r"^\s*#+\s*tests?\b", re.I)
+QUESTION_LIKE = re.compile(r"^\s*#+\s*quest\w*", re.I)
+ROLE = re.compile(r"\{([a-z][\w:-]*)\}`([^`]*)`")
 
 
 class NotebookError(ValueError):
@@ -28,17 +34,26 @@ class NotebookError(ValueError):
 def read_notebook(path):
     """The notebook at ``path`` as a dict with a list of cell dicts, or NotebookError."""
     try:
-        text = Path(path).read_text(encoding="utf-8")
+        data = Path(path).read_bytes()
     except IsADirectoryError:
         raise NotebookError("a folder, not a notebook file") from None
-    except (OSError, UnicodeDecodeError) as err:
+    except OSError as err:
         raise NotebookError(f"unreadable file ({type(err).__name__}: {err})") from None
+    return parse_notebook(data)
+
+
+def parse_notebook(data):
+    """A notebook's bytes as a dict with a list of cell dicts, or NotebookError."""
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError:
+        raise NotebookError("not UTF-8 text") from None
     if not text.strip():
         raise NotebookError("empty file")
     try:
         nb = json.loads(text)
-    except ValueError as err:
-        raise NotebookError(f"not valid JSON ({err})") from None
+    except (ValueError, RecursionError) as err:
+        raise NotebookError(f"not valid JSON ({str(err)[:100]})") from None
     if not isinstance(nb, dict) or not isinstance(nb.get("cells"), list) \
             or not all(isinstance(cell, dict) for cell in nb["cells"]):
         raise NotebookError("not a Jupyter notebook (no list of cells)")
@@ -96,6 +111,11 @@ def strip_solutions(text, where):
     lines, inside = [], False
     for number, line in enumerate(text.splitlines(), 1):
         marker, place = line.strip(), f"{where}, line {number}"
+        if SOLUTION_LIKE.search(line) and marker not in (BEGIN, END) \
+                and (inside or not ONE_LINE.match(line)):
+            raise ValueError(f"{place}: unrecognised solution marker in {line.strip()!r} "
+                             f"(the markers are exactly {BEGIN!r}, {END!r} and a final "
+                             "'# SOLUTION')")
         if marker == BEGIN:
             if inside:
                 raise ValueError(f"{place}: {BEGIN} inside a solution region")
@@ -105,11 +125,8 @@ def strip_solutions(text, where):
             if not inside:
                 raise ValueError(f"{place}: {END} without {BEGIN}")
             inside = False
-        elif not inside and re.search(r"#.*SOLUTION", line):
-            match = ONE_LINE.match(line)
-            if not match:
-                raise ValueError(f"{place}: unrecognised solution marker in {line.strip()!r}")
-            lines.append(f"{match['target']} = ...")
+        elif not inside and SOLUTION_LIKE.search(line):
+            lines.append(f"{ONE_LINE.match(line)['target']} = ...")
         elif not inside:
             lines.append(line)
     if inside:
@@ -120,6 +137,10 @@ def strip_solutions(text, where):
 def split_tests(text, where):
     """``(public, hidden)``: the case codes of a tests cell's body, split at its ``# HIDDEN``
     line; cases are separated by blank lines."""
+    for number, line in enumerate(text.splitlines(), 2):
+        if HIDDEN_LIKE.match(line) and line.strip() != HIDDEN:
+            raise ValueError(f"{where}, line {number}: {line.strip()!r} looks like the marker "
+                             f"{HIDDEN!r} but is not it")
     parts = re.split(r"^[ \t]*# HIDDEN[ \t]*$", text, flags=re.M)
     if len(parts) > 2:
         raise ValueError(f"{where}: more than one {HIDDEN} line")
@@ -144,6 +165,19 @@ def _points(name, value):
         raise ValueError(f"question {name}: points must be a positive number, got {value!r}")
     return points
 
+
+
+def plain_markdown(text):
+    """Markdown without MyST roles, which Colab shows as raw text: ``{cite}`key``` becomes
+    ``key``, ``{ref}`the text <label>``` becomes ``the text``, ``{math}`x``` becomes ``$x$``."""
+    def plain(match):
+        role, content = match[1], match[2]
+        labelled = re.fullmatch(r"(.*?)\s*<([^<>]*)>", content, flags=re.S)
+        if role == "math":
+            return f"${content}$"
+        return labelled[1] if labelled and labelled[1] else content
+
+    return ROLE.sub(plain, text)
 
 
 def check_call(name):

@@ -1,29 +1,46 @@
-"""Release: master notebooks in; student notebooks and the instructor's autograder bundle out."""
+"""Release: master notebooks in; student notebooks and the instructor's autograder bundle out.
+
+Release runs each master once in the sandbox to compute every expected value (the master's
+expected expressions, evaluated in its own namespace, as plain data), then checks its own work
+as grading will see it: the master, run with the notebook's forbidden objects stubbed, must
+score full marks, and the student notebook must score 0 on every question.
+"""
 import json
 import pprint
+import tempfile
 from pathlib import Path
 
 from . import cases
-from .notebook import (REGISTRATION, TESTS, cell_source, check_call, first_line, parse_options,
-                       question_header, read_notebook, split_tests, strip_solutions)
+from .notebook import (QUESTION_LIKE, REGISTRATION, TESTS, TESTS_LIKE, cell_source,
+                       check_call, first_line, parse_options, plain_markdown, question_header,
+                       read_notebook, split_tests, strip_solutions)
+from .sandbox import Shadows, check_sandbox, shadow_package
+
+LIMITS = {"timeout": 900, "case_timeout": 120, "max_output": 1_000_000}
 
 
-def release(source, out="_build/exercises"):
+def release(source, out="_build/exercises", unsafe=False):
     """Release every master notebook of ``source`` (a folder of .ipynb files, or one file).
 
     Writes ``out/<name>.ipynb``, the student version (solutions replaced by stubs, outputs
-    cleared, tests cells replaced by ``check("<question>")`` cells, one hidden-source cell
-    after the first code cell that registers the public tests), and
-    ``out/autograder/<name>.json``, the bundle ``{"assignment": <name>, "tests": [...]}`` with
-    every test, hidden cases included, in OK format. Returns the student notebooks' paths.
+    cleared, MyST roles turned into plain text, tests cells replaced by ``check("<question>")``
+    cells, one hidden-source cell after the first code cell that registers the public tests),
+    and ``out/autograder/<name>.json``, the bundle ``{"assignment": <name>, "tests": [...]}``
+    with every test, hidden cases and expected values included, in OK format. Runs each master
+    in the sandbox (``unsafe``: see :func:`d2lattn.grading.grade`) and raises ValueError,
+    writing nothing for it, if the master misses a point or its student notebook earns one.
+    Returns the student notebooks' paths.
     """
     masters, out = _masters(source), Path(out)
     if any(out.resolve() == master.parent.resolve() for master in masters):
         raise ValueError(f"out must not be the folder of the master notebooks, got {str(out)!r}")
+    split = [(master, *split_master(read_notebook(master), master.stem)) for master in masters]
+    check_sandbox(unsafe)
     (out / "autograder").mkdir(parents=True, exist_ok=True)
     written = []
-    for master in masters:
-        student, tests = split_master(read_notebook(master), master.stem)
+    for master, student, tests in split:
+        tests = expected_values(read_notebook(master), tests, unsafe)
+        self_check(master.stem, read_notebook(master), student, tests, unsafe)
         _write_json(out / master.name, student)
         _write_json(out / "autograder" / f"{master.stem}.json",
                     {"assignment": master.stem, "tests": tests})
@@ -31,8 +48,64 @@ def release(source, out="_build/exercises"):
     return written
 
 
+def expected_values(nb, tests, unsafe=False):
+    """``tests`` with each case's ``expected`` plain values, from one run of the master ``nb``
+    (nothing stubbed) in which each expected expression is evaluated after its example."""
+    from .batch import _first_ids
+    from .execute import run_submission
+    from .notebook import is_grader_cell
+
+    cells = [(number, cell_source(cell)) for number, cell in enumerate(nb["cells"], 1)
+             if cell.get("cell_type") == "code" and not is_grader_cell(cell)]
+    phase = [cases.request(case_id, test["name"], case["code"], wants=True)
+             for test, first in zip(tests, _first_ids(tests))
+             for case_id, case in enumerate(cases.cases_of(test, True), first)]
+    with tempfile.TemporaryDirectory() as tmp:
+        outputs, records, notes = run_submission(cells, [phase], shadow_package([], tmp),
+                                                 **LIMITS, unsafe=unsafe)
+    errors = [f"cell {n}: {o['error']}" for n, o in outputs.items() if o["error"]] + notes
+    failed = []
+    for test, first in zip(tests, _first_ids(tests)):
+        for case_id, case in enumerate(cases.cases_of(test, True), first):
+            record = records.get(case_id)
+            result = cases.judge(case["code"], record, record["wants"] if record else [])
+            if not result["passed"]:
+                failed.append(f"{test['name']}, case {case_id - first + 1}: "
+                              f"{result['received']}")
+            case["expected"] = record["wants"] if record else []
+    if errors or failed:
+        raise ValueError(f"the master does not pass its own tests: {errors + failed}")
+    return tests
+
+
+def self_check(assignment, master, student, tests, unsafe=False):
+    """Raise ValueError unless ``master`` scores full marks and ``student`` 0, both graded as
+    submissions. The student notebook runs once with nothing stubbed (stubs could only lower
+    its score); the master runs with every forbidden object of the notebook stubbed at once,
+    and only if that costs it a point, once per set of forbidden names, as grading runs it."""
+    from .batch import grade_notebook
+
+    union = tuple(sorted({name for test in tests for name in test["forbid"]}))
+    with tempfile.TemporaryDirectory() as tmp:
+        shadows = Shadows(tmp)
+        runs = (("student notebook", student, False, lambda forbid: shadows(())),
+                ("master", master, True, lambda forbid: shadows(union)),
+                ("master", master, True, shadows))
+        for name, nb, full, packages in runs:
+            scores, *_ = grade_notebook(nb, tests, LIMITS, packages, unsafe)
+            wrong = [f"{q}: {p:g} of {m:g} ({reason})" for q, p, m, reason in scores
+                     if p != (m if full else 0)]
+            if not wrong and full:
+                return
+            if wrong and (not full or packages is shadows):
+                raise ValueError(f"{assignment}: the {name} should score "
+                                 f"{'full marks' if full else '0'}, got {wrong}")
+
+
 def split_master(nb, assignment):
     """``(student notebook, tests)`` of a master notebook (a dict) named ``assignment``."""
+    for index, cell in enumerate(nb["cells"]):
+        _check_cell(cell, f"{assignment}, cell {index + 1}")
     questions, bodies = _questions(nb, assignment), _test_bodies(nb, assignment)
     if set(questions) != set(bodies):
         raise ValueError(f"{assignment}: questions without a tests cell: "
@@ -51,11 +124,29 @@ def split_master(nb, assignment):
     return student, tests
 
 
+def _check_cell(cell, where):
+    """Refuse what release would copy blindly: raw cells other than tests, attachments,
+    headers that look like a marker but are not one."""
+    kind, line = cell.get("cell_type"), first_line(cell)
+    if kind not in ("code", "markdown", "raw"):
+        raise ValueError(f"{where}: unknown cell type {kind!r}")
+    if cell.get("attachments"):
+        raise ValueError(f"{where}: attachments are not released (link the file instead)")
+    if kind == "raw" and not TESTS.fullmatch(line):
+        raise ValueError(f"{where}: a raw cell that is not '# TESTS <question>': "
+                         f"{line[:60]!r}")
+    if kind == "code" and QUESTION_LIKE.match(line) and not question_header(cell):
+        raise ValueError(f"{where}: {line[:60]!r} looks like a question header but is not "
+                         "'# QUESTION <name> [points=<p>] [forbid=...]'")
+    if kind == "code" and TESTS_LIKE.match(line):
+        raise ValueError(f"{where}: a tests header in a code cell (tests are raw cells)")
+
+
 def _public_only(test):
-    """``test`` without its hidden cases."""
-    return dict(test, suites=[dict(suite, cases=[case for case in suite["cases"]
-                                                 if not case["hidden"]])
-                              for suite in test["suites"]])
+    """``test`` without its hidden cases and without expected values."""
+    return dict(test, suites=[dict(suite, cases=[
+        {key: value for key, value in case.items() if key != "expected"}
+        for case in suite["cases"] if not case["hidden"]]) for suite in test["suites"]])
 
 
 def _masters(source):
@@ -101,11 +192,17 @@ def _test_bodies(nb, assignment):
 
 def _ok_test(name, options, public, hidden, where):
     """The OK-format test of one question; every case must parse as doctest examples."""
+    scored = 0
     for code in public + hidden:
         try:
-            cases.parse_case(code)
+            message, examples = cases.parse_case(code)
         except ValueError as err:
             raise ValueError(f"{where}: {err}") from None
+        if not any(example.want for example in examples):
+            raise ValueError(f"{where}: a case without an expected value: {code[:80]!r}")
+        scored += not cases.is_format(message)
+    if not scored:
+        raise ValueError(f"{where}: only format checks; a question needs a scored case")
     codes = [(code, False) for code in public] + [(code, True) for code in hidden]
     return {"name": name, "points": options["points"], "forbid": options["forbid"],
             "suites": [{"type": "doctest", "scored": True, "setup": "", "teardown": "",
@@ -120,6 +217,8 @@ def _student_cell(cell, index, where):
     if match:
         return _code_cell(check_call(match["name"]), f"check-{match['name']}",
                           {"tags": ["grading-check"]})
+    if cell.get("cell_type") == "markdown":
+        return dict(cell, source=plain_markdown(cell_source(cell)))
     if cell.get("cell_type") != "code":
         return cell
     metadata = dict(cell.get("metadata", {}))

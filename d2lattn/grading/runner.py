@@ -1,0 +1,213 @@
+"""The only grader code that runs inside the sandbox, next to a submission's code.
+
+The grader starts ``python -c <this file's source>`` in the sandbox and talks to it in JSON
+lines: it sends the submission's code cells, then the public cases' example sources, then the
+hidden ones (only after every public result is in); the runner sends back each cell's text
+output and, for each case, the values its examples returned, as plain data (:func:`encode`).
+It never sees an expected value and decides nothing: anything it sends is, at worst, a value
+the submission chose to return. Standard library only, so it needs neither d2lattn nor numpy.
+"""
+import json
+import os
+import random
+import resource
+import signal
+import sys
+import threading
+
+MAX_ITEMS = 200_000  # numbers in one value
+MAX_TEXT = 10_000  # characters of one string or repr
+SHOWN = 300  # characters of an error message
+
+
+def encode(value, depth=0):
+    """``value`` as plain JSON data: ``{"t": kind, "v": ...}``. Numbers, strings, None, lists,
+    tuples, dicts, sets, NumPy and MXNet arrays (``dtype``, ``shape``, nested lists), MXNet
+    contexts, dtypes and types; any other object as its type name and repr."""
+    if depth > 20:
+        raise ValueError("a value nested more than 20 levels deep")
+    kind = type(value)
+    if value is None or kind in (bool, str):
+        text = value[:MAX_TEXT] if kind is str else value
+        return {"t": "none" if value is None else kind.__name__, "v": text}
+    if kind in (int, float):
+        return {"t": "num", "v": value}
+    module, np = getattr(kind, "__module__", "") or "", sys.modules.get("numpy")
+    if np is not None and isinstance(value, np.dtype):
+        return {"t": "dtype", "v": str(value)}
+    if np is not None and isinstance(value, np.generic):
+        return encode(value.item(), depth + 1)  # a NumPy scalar
+    if module.startswith("mxnet") and hasattr(value, "asnumpy"):
+        value = value.asnumpy()
+    if np is not None and type(value) is np.ndarray:
+        if value.size > MAX_ITEMS:
+            raise ValueError(f"an array of {value.size} numbers (at most {MAX_ITEMS})")
+        return {"t": "array", "dtype": str(value.dtype), "shape": list(value.shape),
+                "v": value.tolist()}
+    if module.startswith("mxnet") and kind.__name__ in ("Context", "Device"):
+        return {"t": "context", "v": str(value)}
+    if kind in (list, tuple, set, frozenset, dict):
+        if len(value) > MAX_ITEMS:
+            raise ValueError(f"a {kind.__name__} of {len(value)} items (at most {MAX_ITEMS})")
+        if kind is dict:
+            return {"t": "dict", "v": [[encode(k, depth + 1), encode(v, depth + 1)]
+                                       for k, v in dict.items(value)]}
+        items = [encode(item, depth + 1) for item in (list.__iter__(value) if kind is list
+                                                       else iter(value))]
+        if kind in (set, frozenset):
+            return {"t": "set", "v": sorted(items, key=lambda item: json.dumps(item))}
+        return {"t": kind.__name__, "v": items}
+    if isinstance(value, type):
+        return {"t": "type", "v": f"{value.__module__}.{value.__qualname__}"}
+    return {"t": "object", "type": f"{module}.{kind.__qualname__}",
+            "v": repr(value)[:MAX_TEXT]}
+
+
+def main():
+    """Serve one grading run on stdin/stdout (see the module docstring)."""
+    channel = os.fdopen(os.dup(1), "w", encoding="utf-8")
+    inbox = os.fdopen(os.dup(0), "r", encoding="utf-8")
+    quiet = os.open(os.devnull, os.O_RDWR)
+    for fd in (0, 1, 2):  # the submission reads nothing and writes nowhere but its outputs
+        os.dup2(quiet, fd)
+
+    def send(record):
+        channel.write(json.dumps(record) + "\n")
+        channel.flush()
+
+    request = json.loads(inbox.readline())
+    _limit_resources(request["limits"])
+    shell = _shell()
+    send({"cells_done": _run_cells(shell, request, send)})
+    for line in inbox:
+        phase = json.loads(line)
+        _run_cases(shell.user_ns, phase, send)
+        send({"phase_done": True})
+
+
+def _limit_resources(limits):
+    for name, value in limits.items():
+        if name == "RLIMIT_NPROC" and os.getuid() == 0:
+            continue  # the kernel does not count root's processes; the PID namespace ends them
+        resource.setrlimit(getattr(resource, name), (value, value))
+
+
+def _shell():
+    from IPython.core.interactiveshell import InteractiveShell
+
+    shell = InteractiveShell.instance(colors="NoColor", history_length=0)
+    shell.history_manager.enabled = False
+    return shell
+
+
+class _Stop(Exception):
+    """The time of the cells is up."""
+
+
+def _alarm(signum, frame):
+    raise _Stop("time limit reached")
+
+
+def _run_cells(shell, request, send):
+    """Run the cells until the time limit; the note on what stopped them, or None."""
+    from IPython.utils.capture import capture_output
+
+    room = request["max_output"]
+    signal.signal(signal.SIGALRM, _alarm)
+    signal.setitimer(signal.ITIMER_REAL, request["timeout"], 0.5)  # and again until it stops
+    try:
+        for number, source in request["cells"]:
+            with capture_output() as captured:
+                result = shell.run_cell(source, store_history=False, silent=False)
+            texts = [captured.stdout, captured.stderr] + [
+                output.data.get("text/plain", "") for output in captured.outputs]
+            text = "".join(str(part) for part in texts)
+            send({"cell": number, "text": text[:max(room, 0)], "error": _error(result)})
+            room -= len(text)
+            if isinstance(result.error_in_exec, _Stop):
+                return f"time limit of {request['timeout']:g} s reached in cell {number}; " \
+                       "later cells did not run"
+    except _Stop:
+        return "time limit reached between cells"
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+    return None
+
+
+def _error(result):
+    err = result.error_before_exec or result.error_in_exec
+    return None if err is None else _raised(err)
+
+
+def _raised(err):
+    text = str(err)
+    text = text if len(text) <= SHOWN else text[:SHOWN] + " ..."
+    return f"{type(err).__name__}" + (f": {text}" if text else "")
+
+
+def _run_cases(user_ns, phase, send):
+    """Run each case's examples on the question's own copy of the namespace."""
+    namespaces = {}
+    for case in phase["cases"]:
+        env = namespaces.setdefault(case["question"], dict(user_ns))
+        send(dict(_run_case(case, env, phase["case_timeout"]), case=case["id"]))
+
+
+def _run_case(case, env, seconds):
+    _seed(case["id"])
+    values, wants = [], []
+    for index, (source, want) in enumerate(case["examples"]):
+        try:
+            with _time_limit(seconds):
+                value = _evaluate(source, env)
+                if want is not None:
+                    values.append(encode(value))
+                    if isinstance(want, str):  # releasing a master: its expected value too
+                        wants.append(encode(eval(want, env)))
+        except BaseException as err:  # noqa: B036 - a case must not end the run
+            return {"values": values, "wants": wants, "raised": _raised(err), "at": index}
+    return {"values": values, "wants": wants, "raised": None, "at": None}
+
+
+def _seed(number):
+    """The same random inputs in the master's run and in every submission's."""
+    random.seed(number)
+    for name in ("numpy", "mxnet"):
+        module = sys.modules.get(name)
+        if module is not None:
+            module.random.seed(number)
+
+
+def _evaluate(source, env):
+    try:
+        code = compile(source, "<test case>", "eval")
+    except SyntaxError:
+        exec(compile(source, "<test case>", "exec"), env)
+        return None
+    return eval(code, env)
+
+
+class _time_limit:
+    """Raise TimeoutError in the block after ``seconds``."""
+
+    def __init__(self, seconds):
+        self.seconds = seconds
+
+    def __enter__(self):
+        if self.seconds is None or not hasattr(signal, "setitimer") \
+                or threading.current_thread() is not threading.main_thread():
+            self.seconds = None  # no limit: Windows, or check() called from a thread
+            return
+        signal.signal(signal.SIGALRM, self._stop)
+        signal.setitimer(signal.ITIMER_REAL, self.seconds, 0.5)
+
+    def __exit__(self, *exc):
+        if self.seconds is not None:
+            signal.setitimer(signal.ITIMER_REAL, 0)
+
+    def _stop(self, signum, frame):
+        raise TimeoutError(f"took longer than {self.seconds:g} s")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,259 @@
+"""Run a notebook's code in a sandbox and collect the values its test examples return.
+
+The sandbox is bubblewrap (``bwrap``): new user, PID, network, IPC, UTS and cgroup namespaces,
+killed with the grader (``--die-with-parent``) and, with its PID 1, every process it started.
+It sees the Python installation and its packages read-only, a copy of ``d2lattn`` in which the
+notebook's forbidden objects are stubs that raise (their code is nowhere in the sandbox), an
+empty private ``/tmp`` (also its home) of limited size, and nothing else: no submission file,
+no bundle, no master, no network. Resource limits (memory, file size, processes, CPU time) are
+set by the runner before any submission code runs; the grader enforces the wall-clock limits.
+
+Where bubblewrap is missing or cannot create namespaces, :func:`check_sandbox` refuses, unless
+the caller passes ``unsafe=True``: then the runner is a plain child process (same protocol,
+same verdict in the grader, but the submission can read and change anything the grader's user
+can).
+"""
+import ast
+import json
+import os
+import queue
+import shutil
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+from . import runner
+
+RUNNER = Path(runner.__file__).read_text(encoding="utf-8")
+LIMITS = {"RLIMIT_AS": 6 << 30, "RLIMIT_FSIZE": 64 << 20, "RLIMIT_CORE": 0,
+          "RLIMIT_NPROC": 256}
+TMP_SIZE = 256 << 20  # bytes of the sandbox's /tmp
+MAX_LINE = 8 << 20  # bytes of one message from the runner
+ETC = ["ld.so.cache", "ld.so.conf", "ld.so.conf.d", "alternatives", "localtime", "passwd",
+       "group", "nsswitch.conf", "hosts"]
+
+
+class SandboxError(RuntimeError):
+    """Grading cannot isolate submissions here; the message says why and what to do."""
+
+
+def check_sandbox(unsafe=False):
+    """Raise SandboxError unless bubblewrap can start a sandbox (or ``unsafe`` is True)."""
+    if unsafe:
+        print("WARNING: grading WITHOUT a sandbox (--unsafe): each submission runs as you, can "
+              "read the bundle and the other submissions and can change the grades",
+              file=sys.stderr)
+        return
+    bwrap = shutil.which("bwrap")
+    if bwrap is None:
+        raise SandboxError(
+            "bubblewrap (bwrap) is not installed, and grading never runs a submission outside "
+            "a sandbox: install it (Debian/Ubuntu: apt-get install bubblewrap) or, only for "
+            "submissions you trust, pass --unsafe (see exercises/README.md)")
+    probe = subprocess.run(_bwrap_args(None, "/nonexistent") + ["true"], capture_output=True,
+                           text=True, timeout=60)
+    if probe.returncode != 0:
+        raise SandboxError(f"bubblewrap cannot create a sandbox here ({probe.stderr.strip()}); "
+                           "user namespaces may be disabled (see exercises/README.md)")
+
+
+def shadow_package(forbid, folder):
+    """Copy ``d2lattn`` into ``folder`` with each object of ``forbid`` (dotted names) replaced
+    by a stub that raises PermissionError; return the copy's path. Raises ValueError for a name
+    that is not a function or class defined at the top of a d2lattn module."""
+    import d2lattn
+
+    source = Path(d2lattn.__file__).resolve().parent
+    target = Path(folder) / "d2lattn"
+    shutil.copytree(source, target, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+    stubs = {}
+    for dotted in forbid:
+        obj = _resolve(dotted)
+        stubs.setdefault(obj.__module__, {})[obj.__name__] = dotted
+    for module, names in stubs.items():
+        path = target.joinpath(*module.split(".")[1:])
+        path = path / "__init__.py" if path.is_dir() else path.with_suffix(".py")
+        path.write_text(_stubbed(path.read_text(encoding="utf-8"), names), encoding="utf-8")
+    return target
+
+
+class Shadows:
+    """``shadows(forbid)``: the path of a d2lattn copy with ``forbid`` stubbed, made once per
+    set of names, in subfolders of ``folder``."""
+
+    def __init__(self, folder):
+        self.folder, self.made = Path(folder), {}
+
+    def __call__(self, forbid):
+        key = tuple(sorted(forbid))
+        if key not in self.made:
+            self.made[key] = shadow_package(key, self.folder / f"shadow{len(self.made)}")
+        return self.made[key]
+
+
+def _resolve(dotted):
+    import d2lattn
+
+    import d2lattn.data.pretrain  # noqa: F401 - modules the package does not import itself
+
+    parts = dotted.split(".")
+    obj = d2lattn if parts[0] == "d2lattn" else None
+    for part in parts[1:]:
+        obj = getattr(obj, part, None)
+    if obj is None and len(parts) == 2:  # d2lattn.<name> of a module: the only one defining it
+        found = {id(o): o for name, module in list(sys.modules.items())
+                 if name.startswith("d2lattn.") for o in [getattr(module, parts[1], None)]
+                 if o is not None}
+        obj = next(iter(found.values())) if len(found) == 1 else None
+    if not (callable(obj) and getattr(obj, "__module__", "").startswith("d2lattn.")
+            and getattr(sys.modules[obj.__module__], obj.__name__, None) is obj):
+        raise ValueError(f"forbid names {dotted!r}, which is not a function or class defined "
+                         "at the top of a d2lattn module")
+    return obj
+
+
+def _stubbed(text, names):
+    """Module source with the top-level definitions of ``names`` replaced by raising stubs."""
+    lines = text.splitlines()
+    for node in sorted(ast.parse(text).body, key=lambda n: n.lineno, reverse=True):
+        if isinstance(node, (ast.FunctionDef, ast.ClassDef)) and node.name in names:
+            start = min([node.lineno] + [d.lineno for d in node.decorator_list]) - 1
+            message = (f"{names[node.name]} is forbidden in this question: it asks you "
+                       "to write it yourself")
+            body = (f"def {node.name}(*args, **kwargs):\n    raise PermissionError({message!r})"
+                    if isinstance(node, ast.FunctionDef) else
+                    f"class {node.name}:\n"  # instances may exist; using one raises
+                    f"    def __init__(self, *args, **kwargs):\n        pass\n\n"
+                    f"    def __getattr__(self, name):\n"
+                    f"        raise PermissionError({message!r})\n\n"
+                    f"    def __call__(self, *args, **kwargs):\n"
+                    f"        raise PermissionError({message!r})")
+            lines[start:node.end_lineno] = body.splitlines()
+    return "\n".join(lines) + "\n"
+
+
+def _binds():
+    """Read-only paths of the Python installation and its packages: the prefixes and the
+    ``site-packages`` folders of ``sys.path``, never the current folder or the d2lattn tree."""
+    prefixes = {sys.prefix, sys.base_prefix, str(Path(sys.executable).resolve().parent.parent)}
+    paths = prefixes | {p for p in sys.path if p and Path(p).name in ("site-packages",
+                                                                      "dist-packages")}
+    return sorted({str(Path(p).resolve()) for p in paths if Path(p).is_dir()}, key=len)
+
+
+def _bwrap_args(package, package_target):
+    args = ["bwrap", "--unshare-all", "--die-with-parent", "--new-session", "--cap-drop", "ALL",
+            "--ro-bind", "/usr", "/usr", "--proc", "/proc", "--dev", "/dev",
+            "--size", str(TMP_SIZE), "--tmpfs", "/tmp", "--dir", "/tmp/home",
+            "--dir", "/tmp/work", "--chdir", "/tmp/work", "--clearenv"]
+    for name in ("bin", "sbin", "lib", "lib32", "lib64", "libx32"):
+        path = Path("/") / name
+        if path.is_symlink():
+            args += ["--symlink", os.readlink(path), str(path)]
+        elif path.is_dir():
+            args += ["--ro-bind", str(path), str(path)]
+    for name in ETC:
+        args += ["--ro-bind-try", f"/etc/{name}", f"/etc/{name}"]
+    if package is not None:
+        for path in _binds():
+            if path.split("/")[1] not in ("usr", "tmp", "proc", "dev", ""):
+                args += ["--ro-bind", path, path]
+        args += ["--ro-bind", str(package), package_target]
+    return args
+
+
+def _command(package, unsafe):
+    """``(argv, env, cwd)`` of the runner, sandboxed unless ``unsafe``."""
+    import d2lattn
+
+    target = str(Path(d2lattn.__file__).resolve().parent)
+    env = {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": "/tmp/home", "LANG": "C.UTF-8",
+           "PYTHONPATH": str(Path(target).parent), "PYTHONDONTWRITEBYTECODE": "1",
+           "PYTHONNOUSERSITE": "1", "PYTHONHASHSEED": "0", "MPLBACKEND": "Agg",
+           "IPYTHONDIR": "/tmp/home/.ipython", "MPLCONFIGDIR": "/tmp/home/.matplotlib",
+           "OMP_NUM_THREADS": "1", "MXNET_ENGINE_TYPE": "NaiveEngine"}
+    python = [sys.executable, "-X", "utf8", "-c", RUNNER]
+    if unsafe:
+        home = tempfile.mkdtemp(prefix="d2lattn-unsafe-")
+        env.update(HOME=home, IPYTHONDIR=f"{home}/.ipython", MPLCONFIGDIR=f"{home}/.mpl",
+                   PYTHONPATH=str(Path(package).parent))
+        return python, env, home
+    args = _bwrap_args(package, target)
+    for key, value in env.items():
+        args += ["--setenv", key, value]
+    return args + ["--"] + python, None, None
+
+
+class Run:
+    """One submission's run: its cell records, then case results phase by phase."""
+
+    def __init__(self, package, unsafe, max_bytes):
+        argv, env, cwd = _command(package, unsafe)
+        self.unsafe_home = cwd
+        self.process = subprocess.Popen(
+            argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+            env=env, cwd=cwd, start_new_session=True)
+        self.records, self.room, self.ended = queue.Queue(), max_bytes, False
+        threading.Thread(target=self._read, daemon=True).start()
+
+    def _read(self):
+        try:
+            while self.room > 0:
+                line = self.process.stdout.readline(MAX_LINE)
+                if not line:
+                    break
+                self.room -= len(line)
+                try:
+                    record = json.loads(line)
+                except ValueError:
+                    continue  # bytes the submission wrote itself: never a result
+                if isinstance(record, dict):
+                    self.records.put(record)
+        except (OSError, ValueError):
+            pass
+        self.records.put(None)  # the end: the runner stopped, or its output went over the cap
+
+    def send(self, message):
+        """Send one message; False if the runner no longer listens."""
+        try:
+            self.process.stdin.write((json.dumps(message) + "\n").encode())
+            self.process.stdin.flush()
+            return True
+        except (OSError, ValueError):
+            return False
+
+    def collect(self, accept, done, seconds):
+        """Records ``accept`` takes, until one has the key ``done``, the runner ends or
+        ``seconds`` pass. Returns ``(records, how, value)``: how is "done" (value: that
+        record's ``done`` entry), "ended" or "timeout" (value None)."""
+        deadline, taken = time.monotonic() + seconds, []
+        while not self.ended:
+            try:
+                record = self.records.get(timeout=max(0.0, deadline - time.monotonic()))
+            except queue.Empty:
+                return taken, "timeout", None
+            if record is None:
+                self.ended = True
+            elif done in record:
+                return taken, "done", record[done]
+            elif accept(record):
+                taken.append(record)
+        return taken, "ended", None
+
+    def close(self):
+        """Kill the runner (and with it the sandbox and every process in it)."""
+        try:
+            os.killpg(self.process.pid, 9)
+        except OSError:
+            pass
+        self.process.wait()
+        for stream in (self.process.stdin, self.process.stdout):
+            try:
+                stream.close()
+            except OSError:
+                pass
+        if self.unsafe_home:
+            shutil.rmtree(self.unsafe_home, ignore_errors=True)
