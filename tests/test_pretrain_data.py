@@ -11,9 +11,9 @@ import pytest
 from d2lattn.data import pretrain
 from d2lattn.data.pretrain import (RESERVED_TOKENS, _get_mlm_data_from_tokens,
                                    _get_next_sentence, _get_nsp_data_from_paragraph,
-                                   _pad_bert_inputs, _replace_mlm_tokens, _tokenize,
+                                   _pad_bert_inputs, _replace_mlm_tokens, tokenize,
                                    load_data_bert, load_paragraphs, read_pydoc_paragraphs,
-                                   unigram_distribution, write_corpus_file)
+                                   split_paragraphs, unigram_distribution, write_corpus_file)
 from d2lattn.text import Vocab
 
 UNK, PAD, MASK, CLS, SEP = range(5)  # indices of '<unk>' and RESERVED_TOKENS
@@ -35,7 +35,7 @@ class AlwaysNext:
 @pytest.fixture(scope="module")
 def corpus():
     """The tokenized paragraphs load_data_bert works on."""
-    return [[_tokenize(s) for s in p] for p in load_paragraphs()]
+    return [[tokenize(s) for s in p] for p in load_paragraphs()]
 
 
 @pytest.fixture(scope="module")
@@ -49,6 +49,14 @@ def binomial_tol(p, n):
     """4 standard deviations of a proportion of n draws with probability p: a correct
     implementation fails with probability ~6e-5, an 80/10/10 swapped for 80/20/0 always does."""
     return 4 * (p * (1 - p) / n) ** 0.5
+
+
+def unmasked_rows(arrays):
+    """The token rows of load_data_bert's arrays (numpy) with the labels put back at the masks."""
+    tokens, _, _, positions, weights, labels, _ = arrays
+    tokens = tokens.copy()
+    tokens[onp.nonzero(weights)[0], positions[weights == 1]] = labels[weights == 1]
+    return tokens
 
 
 # --- read_pydoc_paragraphs --------------------------------------------------------------------
@@ -124,10 +132,10 @@ def test_write_corpus_file_round_trips_through_load_paragraphs(tmp_path, monkeyp
 
 
 def test_tokenize_splits_words_and_single_punctuation():
-    assert _tokenize('the "in" operator, e.g. x[i]...') == [
+    assert tokenize('the "in" operator, e.g. x[i]...') == [
         'the', '"', 'in', '"', 'operator', ',', 'e', '.', 'g', '.', 'x', '[', 'i', ']',
         '.', '.', '.']
-    assert _tokenize("[cls] __init__ 3.5") == ['[', 'cls', ']', '__init__', '3', '.', '5']
+    assert tokenize("[cls] __init__ 3.5") == ['[', 'cls', ']', '__init__', '3', '.', '5']
 
 
 # --- next-sentence prediction -----------------------------------------------------------------
@@ -365,20 +373,41 @@ def test_load_data_bert_follows_the_default_context(cpu1):
 
 
 def test_load_data_bert_splits_the_paragraphs_and_builds_the_vocab_on_train_only(corpus):
-    held_out = corpus[pretrain.TEST_EVERY - 1::pretrain.TEST_EVERY]
-    train = [p for i, p in enumerate(corpus) if i % pretrain.TEST_EVERY != pretrain.TEST_EVERY - 1]
-    assert len(held_out) + len(train) == len(corpus) and len(held_out) > 50
+    train, held_out = split_paragraphs(corpus)
+    assert len(held_out) > 50
     for split, paragraphs in (("train", train), ("test", held_out)):
         data_iter, vocab = load_data_bert(32, split=split)
         assert vocab.token_freqs == Vocab([s for p in train for s in p]).token_freqs
         sentences = {tuple(vocab[s]) for p in paragraphs for s in p}
-        tokens, _, valid_lens, positions, weights, labels, _ = (
-            a.asnumpy() for a in data_iter.arrays)
-        tokens[onp.nonzero(weights)[0], positions[weights == 1]] = labels[weights == 1]
-        for row, length in zip(tokens, valid_lens):  # both sentences come from the split
+        arrays = [a.asnumpy() for a in data_iter.arrays]
+        for row, length in zip(unmasked_rows(arrays), arrays[2]):  # both sentences come from the split
             sep = int(onp.flatnonzero(row == SEP)[0])
             assert tuple(row[1:sep].tolist()) in sentences
             assert tuple(row[sep + 1:length - 1].tolist()) in sentences
+
+
+def test_load_data_bert_dupe_factor_draws_the_pairs_again_with_new_masks(bert_data):
+    arrays, _ = bert_data
+    once = unmasked_rows(arrays)
+    data_iter, _ = load_data_bert(32, dupe_factor=3)
+    thrice = unmasked_rows([a.asnumpy() for a in data_iter.arrays])
+    n = len(once)
+    assert 2.9 * n < len(thrice) < 3.1 * n  # pairs that do not fit max_len vary with the draw
+    onp.testing.assert_array_equal(thrice[:n], once)  # the first copy: the same NSP draws
+    positions = data_iter.arrays[3].asnumpy()
+    assert not onp.array_equal(positions[:n], arrays[3])  # other masks
+    nsp = data_iter.arrays[6].asnumpy()
+    assert abs(nsp.mean() - 0.5) < binomial_tol(0.5, len(nsp))
+    with pytest.raises(ValueError, match="dupe_factor must be an int >= 1, got 0"):
+        load_data_bert(32, dupe_factor=0)
+
+
+def test_split_paragraphs_holds_out_every_tenth_in_order():
+    paragraphs = [[str(i)] for i in range(25)]
+    train, test = split_paragraphs(paragraphs)
+    assert test == [["9"], ["19"]]
+    assert train == [[str(i)] for i in range(25) if i not in (9, 19)]
+    assert split_paragraphs([]) == ([], [])
 
 
 def test_unigram_distribution_by_hand():
@@ -394,8 +423,7 @@ def test_unigram_distribution_by_hand():
 def test_unigram_distribution_of_the_corpus_matches_its_token_counts(bert_data, corpus):
     _, vocab = bert_data
     p = unigram_distribution(vocab)
-    train = [t for i, par in enumerate(corpus) if i % pretrain.TEST_EVERY != pretrain.TEST_EVERY - 1
-             for s in par for t in s]
+    train = [t for par in split_paragraphs(corpus)[0] for s in par for t in s]
     counts = onp.bincount(vocab[train], minlength=len(vocab))
     onp.testing.assert_allclose(p, counts / len(train))
     assert p[1:5].sum() == 0 and abs(p.sum() - 1) < 1e-12

@@ -79,7 +79,15 @@ def load_paragraphs():
     return [p.split("\n") for p in text.split("\n\n") if p]
 
 
-def _tokenize(sentence):
+def split_paragraphs(paragraphs):
+    """``(train, test)``: every ``TEST_EVERY``-th paragraph of a list (index 9, 19, ...) is held
+    out in ``test``, the others are in ``train``, both in their order."""
+    test = paragraphs[TEST_EVERY - 1::TEST_EVERY]
+    train = [p for i, p in enumerate(paragraphs) if i % TEST_EVERY != TEST_EVERY - 1]
+    return train, test
+
+
+def tokenize(sentence):
     """Word-level tokens of a str: runs of letters, digits and ``_``, and single punctuation marks.
 
     ``'[cls]'`` gives ``['[', 'cls', ']']``, so corpus tokens never collide with the reserved ones.
@@ -210,36 +218,36 @@ def unigram_distribution(vocab):
     return counts / counts.sum()
 
 
-def load_data_bert(batch_size, max_len=64, min_freq=3, seed=0, split="train"):
+def load_data_bert(batch_size, max_len=64, min_freq=3, seed=0, split="train", dupe_factor=1):
     """BERT pretraining minibatches from the Python reference's prose: ``(data_iter, vocab)``.
 
-    ``split``: ``"train"``, or ``"test"`` for the held-out paragraphs (every ``TEST_EVERY``-th
-    of :func:`load_paragraphs`). ``data_iter`` is an :class:`~d2lattn.data.nmt.ArrayLoader`
+    ``split``: ``"train"``, or ``"test"`` for the held-out paragraphs of
+    :func:`split_paragraphs` (:func:`load_paragraphs`). ``data_iter`` is an :class:`~d2lattn.data.nmt.ArrayLoader`
     (shuffled each epoch) whose batches are d2l's seven arrays (b = batch,
     P = round(0.15 max_len)): tokens (b, max_len), segments (b, max_len), valid_lens (b,),
     pred_positions (b, P), mlm_weights (b, P) float32, mlm_labels (b, P), nsp_labels (b,); all
     int32 but mlm_weights. ``vocab`` holds the words of the training paragraphs seen at least
     ``min_freq`` times, after '<unk>' and ``RESERVED_TOKENS`` (the same for both splits).
     Sentence pairs (random second sentences from the same split) and masks are drawn from
-    ``random.Random(seed)``.
+    ``random.Random(seed)``, ``dupe_factor`` times over (BERT's ``dupe_factor``: the data
+    holds each consecutive pair about ``dupe_factor / 2`` times, each time with other masks).
     """
     batch_size = check_int("batch_size", batch_size, minimum=1)
     max_len = check_int("max_len", max_len, minimum=5)  # [CLS] a [SEP] b [SEP]
     min_freq = check_int("min_freq", min_freq)
     rng = random.Random(check_int("seed", seed))
+    dupe_factor = check_int("dupe_factor", dupe_factor, minimum=1)
     if split not in ("train", "test"):
         raise ValueError(f"split must be 'train' or 'test', got {split!r}")
-    paragraphs = [[_tokenize(sentence) for sentence in paragraph]
+    paragraphs = [[tokenize(sentence) for sentence in paragraph]
                   for paragraph in load_paragraphs()]
-    splits = {"train": [], "test": []}
-    for i, paragraph in enumerate(paragraphs):
-        splits["test" if i % TEST_EVERY == TEST_EVERY - 1 else "train"].append(paragraph)
+    splits = dict(zip(("train", "test"), split_paragraphs(paragraphs)))
     vocab = Vocab([sentence for paragraph in splits["train"] for sentence in paragraph],
                   min_freq, RESERVED_TOKENS)
     if len(vocab) == 1 + len(RESERVED_TOKENS):
         raise ValueError(f"min_freq={min_freq} leaves no word of the corpus in the vocabulary")
     paragraphs = splits[split]
-    nsp_data = [example for paragraph in paragraphs
+    nsp_data = [example for _ in range(dupe_factor) for paragraph in paragraphs
                 for example in _get_nsp_data_from_paragraph(paragraph, paragraphs, max_len, rng)]
     if not nsp_data:
         raise ValueError(f"max_len={max_len} is too small: no sentence pair of the corpus fits "
