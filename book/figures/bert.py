@@ -63,7 +63,7 @@ def draw():
     for y, text in labels:
         ax.text(X0 - 0.5, y, text, ha="right", va="center", fontsize=FONT)
     ax.text((X0 + right) / 2, 0.14, "tokens, segments: (batch, steps);   "
-            "pred_positions (batch, P) = [[2, 9]]", ha="center", va="center", fontsize=12,
+            "pred_positions (batch, num_preds) = [[2, 9]]", ha="center", va="center", fontsize=12,
             color="#444444")
 
     # BERTEncoder: the embedding sum, then num_blks blocks.
@@ -76,7 +76,7 @@ def draw():
     for i in range(len(TOKENS)):
         arrow(ax, col(i), 2.67, col(i), 2.95)
     box(ax, enc_left, 2.95, right - enc_left, 1.35, COLOURS["block"])
-    ax.text((enc_left + right) / 2, 3.9, "num_blks × TransformerEncoderBlock (post-norm)",
+    ax.text((enc_left + right) / 2, 3.9, "N = num_blks  ×  TransformerEncoderBlock (post-norm)",
             ha="center", va="center", fontsize=FONT, weight="bold")
     ax.text((enc_left + right) / 2, 3.38,
             "multi-head self-attention (valid_lens) → AddNorm → FFN (GELU) → AddNorm",
@@ -85,13 +85,13 @@ def draw():
         arrow(ax, col(i), 4.3, col(i), 4.55)
         box(ax, col(i) - W / 2, 4.55, W, 0.42, COLOURS["hidden"], "")
     ax.text(X0 - 0.5, 4.76, "encoded_X", ha="right", va="center", fontsize=FONT)
-    ax.text(X0 - 0.5, 4.45, "(batch, steps,\nnum_hiddens)", ha="right", va="top",
+    ax.text(X0 - 0.5, 4.45, "(batch,\nsteps, d)", ha="right", va="top",
             fontsize=12, color="#444444")
 
     # NSP: the pooled [CLS] vector, then NextSentencePred.
     x = col(0)
     arrow(ax, x, 4.97, x, 5.55)
-    box(ax, x - 1.05, 5.55, 2.1, 0.75, COLOURS["nsp"], "hidden (pooler)\nDense, tanh")
+    box(ax, x - 1.05, 5.55, 2.1, 0.75, COLOURS["nsp"], "hidden (pooler)\nDense(d), tanh")
     arrow(ax, x, 6.3, x, 6.65)
     box(ax, x - 1.05, 6.65, 2.1, 0.75, COLOURS["nsp"], "NextSentencePred\nDense(2)",
         weight="bold")
@@ -108,14 +108,14 @@ def draw():
     ax.text((mlm_left + mlm_right) / 2, 7.05, "MaskLM", ha="center", va="center",
             fontsize=FONT, weight="bold")
     ax.text((mlm_left + mlm_right) / 2, 6.6,
-            "gather encoded_X at pred_positions: (batch, P, num_hiddens)", ha="center",
+            "gather encoded_X at pred_positions: (batch, num_preds, d)", ha="center",
             va="center", fontsize=FONT)
     ax.text((mlm_left + mlm_right) / 2, 6.05,
-            "Dense(num_hiddens), GELU, LayerNorm, Dense(vocab_size)", ha="center",
+            "Dense(d), GELU, LayerNorm, Dense(V)", ha="center",
             va="center", fontsize=FONT)
     for i, word in MASKED.items():
         arrow(ax, col(i), 7.4, col(i), 7.75, colour="#6a3d8a")
-    ax.text((col(2) + col(9)) / 2, 7.95, "mlm_Y_hat (batch, P, vocab_size)", ha="center",
+    ax.text((col(2) + col(9)) / 2, 7.95, "mlm_Y_hat (batch, num_preds, V)", ha="center",
             va="center", fontsize=FONT)
     for i, word in MASKED.items():
         ax.text(col(i), 8.3, f"“{word}”", ha="center", va="center", fontsize=FONT,
@@ -123,6 +123,8 @@ def draw():
 
     # BERTModel: everything.
     box(ax, 0.05, 0.02, 9.9, 8.96, "none", ec="#999999", ls=":")
+    ax.text(9.8, 8.75, "d = num_hiddens,  V = vocab_size", ha="right", va="center",
+            fontsize=12, color="#444444")
     ax.text(0.2, 8.75, "BERTModel", ha="left", va="center", fontsize=FONT, weight="bold",
             color="#555555")
     return fig
