@@ -380,7 +380,8 @@ def test_load_data_bert_splits_the_paragraphs_and_builds_the_vocab_on_train_only
         assert vocab.token_freqs == Vocab([s for p in train for s in p]).token_freqs
         sentences = {tuple(vocab[s]) for p in paragraphs for s in p}
         arrays = [a.asnumpy() for a in data_iter.arrays]
-        for row, length in zip(unmasked_rows(arrays), arrays[2]):  # both sentences come from the split
+        # both sentences come from the split
+        for row, length in zip(unmasked_rows(arrays), arrays[2]):
             sep = int(onp.flatnonzero(row == SEP)[0])
             assert tuple(row[1:sep].tolist()) in sentences
             assert tuple(row[sep + 1:length - 1].tolist()) in sentences

@@ -222,15 +222,16 @@ def load_data_bert(batch_size, max_len=64, min_freq=3, seed=0, split="train", du
     """BERT pretraining minibatches from the Python reference's prose: ``(data_iter, vocab)``.
 
     ``split``: ``"train"``, or ``"test"`` for the held-out paragraphs of
-    :func:`split_paragraphs` (:func:`load_paragraphs`). ``data_iter`` is an :class:`~d2lattn.data.nmt.ArrayLoader`
-    (shuffled each epoch) whose batches are d2l's seven arrays (b = batch,
-    P = round(0.15 max_len)): tokens (b, max_len), segments (b, max_len), valid_lens (b,),
-    pred_positions (b, P), mlm_weights (b, P) float32, mlm_labels (b, P), nsp_labels (b,); all
-    int32 but mlm_weights. ``vocab`` holds the words of the training paragraphs seen at least
-    ``min_freq`` times, after '<unk>' and ``RESERVED_TOKENS`` (the same for both splits).
-    Sentence pairs (random second sentences from the same split) and masks are drawn from
-    ``random.Random(seed)``, ``dupe_factor`` times over (BERT's ``dupe_factor``: the data
-    holds each consecutive pair about ``dupe_factor / 2`` times, each time with other masks).
+    :func:`split_paragraphs` (:func:`load_paragraphs`). ``data_iter`` is an
+    :class:`~d2lattn.data.nmt.ArrayLoader` (shuffled each epoch) whose batches are d2l's seven
+    arrays (b = batch, P = round(0.15 max_len)): tokens (b, max_len), segments (b, max_len),
+    valid_lens (b,), pred_positions (b, P), mlm_weights (b, P) float32, mlm_labels (b, P),
+    nsp_labels (b,); all int32 but mlm_weights. ``vocab`` holds the words of the training
+    paragraphs seen at least ``min_freq`` times, after '<unk>' and ``RESERVED_TOKENS`` (the
+    same for both splits). Sentence pairs (random second sentences from the same split) and
+    masks are drawn from ``random.Random(seed)``, ``dupe_factor`` times over (BERT's
+    ``dupe_factor``: the data holds each consecutive pair about ``dupe_factor / 2`` times,
+    each time with other masks).
     """
     batch_size = check_int("batch_size", batch_size, minimum=1)
     max_len = check_int("max_len", max_len, minimum=5)  # [CLS] a [SEP] b [SEP]
