@@ -1,16 +1,23 @@
+import gzip
+import hashlib
+import json
 import random
+import sys
 
 import numpy as onp
 import pydoc_data.topics
 import pytest
 
+from d2lattn.data import pretrain
 from d2lattn.data.pretrain import (RESERVED_TOKENS, _get_mlm_data_from_tokens,
                                    _get_next_sentence, _get_nsp_data_from_paragraph,
-                                   _pad_bert_inputs, _replace_mlm_tokens, _tokenize,
-                                   load_data_bert, read_pydoc_paragraphs)
+                                   _pad_bert_inputs, _replace_mlm_tokens, tokenize,
+                                   load_data_bert, load_paragraphs, read_pydoc_paragraphs,
+                                   split_paragraphs, unigram_distribution, write_corpus_file)
 from d2lattn.text import Vocab
 
 UNK, PAD, MASK, CLS, SEP = range(5)  # indices of '<unk>' and RESERVED_TOKENS
+DIGEST = "3f3f1fec449cb14f"  # sha256 of the shipped paragraphs as JSON, first 16 hex digits
 
 
 def abc_vocab():
@@ -28,12 +35,12 @@ class AlwaysNext:
 @pytest.fixture(scope="module")
 def corpus():
     """The tokenized paragraphs load_data_bert works on."""
-    return [[_tokenize(s) for s in p] for p in read_pydoc_paragraphs()]
+    return [[tokenize(s) for s in p] for p in load_paragraphs()]
 
 
 @pytest.fixture(scope="module")
 def bert_data():
-    """(numpy arrays of the whole dataset, vocab) for batch_size 32, max_len 64, seed 0."""
+    """(numpy arrays of the training split, vocab) for batch_size 32, max_len 64, seed 0."""
     data_iter, vocab = load_data_bert(32)
     return [a.asnumpy() for a in data_iter.arrays], vocab
 
@@ -42,6 +49,14 @@ def binomial_tol(p, n):
     """4 standard deviations of a proportion of n draws with probability p: a correct
     implementation fails with probability ~6e-5, an 80/10/10 swapped for 80/20/0 always does."""
     return 4 * (p * (1 - p) / n) ** 0.5
+
+
+def unmasked_rows(arrays):
+    """The token rows of load_data_bert's arrays (numpy) with the labels put back at the masks."""
+    tokens, _, _, positions, weights, labels, _ = arrays
+    tokens = tokens.copy()
+    tokens[onp.nonzero(weights)[0], positions[weights == 1]] = labels[weights == 1]
+    return tokens
 
 
 # --- read_pydoc_paragraphs --------------------------------------------------------------------
@@ -56,7 +71,9 @@ FAKE_TOPICS = {
                 "Prompt block. It has >>> in it.\n\n"
                 "Grammar block. stmt ::= expr\n\n"
                 "+----+\n| table. Row |\n+----+\n\n"
-                "Sub heading. Really\n===================\n"),
+                "Sub heading. Really\n===================\n\n"
+                "   Indented prose. It is kept,\n   without its indent.\n\n"
+                "   Indented code. It is dropped:\n      x = 1\n"),
     "a-topic": "Alpha comes first. Because topics are sorted.\n\n\n"
                "List item. Indented\n   continuation is dropped.\n",
 }
@@ -69,14 +86,15 @@ def test_read_pydoc_paragraphs_by_hand(monkeypatch):
         ["first sentence here.", "second one, e.g. \"this\" stays.", "third?",
          "yes \"quoted\" starts a sentence!"],
         ["code follows.", "it is dropped:"],
+        ["indented prose.", "it is kept, without its indent."],
     ]
 
 
 def test_read_pydoc_paragraphs_on_the_real_corpus():
     paragraphs = read_pydoc_paragraphs()
-    assert len(paragraphs) > 400 and paragraphs == read_pydoc_paragraphs()  # deterministic
+    assert len(paragraphs) > 600 and paragraphs == read_pydoc_paragraphs()  # deterministic
     assert all(len(p) >= 2 and all(isinstance(s, str) and s == s.lower() and s.strip() == s
-                                   and s for s in p) for p in paragraphs)
+                                   and s and "\n" not in s for s in p) for p in paragraphs)
     sentences = [s for p in paragraphs for s in p]
     assert not any(">>>" in s or "::=" in s or "+---" in s or "***" in s for s in sentences)
     # The assert topic's last paragraph, and not its code "if __debug__: ...".
@@ -86,11 +104,38 @@ def test_read_pydoc_paragraphs_on_the_real_corpus():
     assert not any(s.startswith("if __debug__") for s in sentences)
 
 
+# --- the shipped corpus -----------------------------------------------------------------------
+
+@pytest.mark.skipif(sys.version_info[:2] != (3, 11),
+                    reason="the shipped corpus is extracted from Python 3.11's pydoc_data")
+def test_shipped_corpus_is_what_read_pydoc_paragraphs_gives_on_python_3_11(tmp_path):
+    assert load_paragraphs() == read_pydoc_paragraphs()
+    write_corpus_file(tmp_path / "again.txt.gz")
+    assert gzip.decompress((tmp_path / "again.txt.gz").read_bytes()) \
+        == gzip.decompress(pretrain.CORPUS_FILE.read_bytes())
+
+
+def test_shipped_corpus_loads_the_same_on_every_python():
+    paragraphs = load_paragraphs()
+    digest = hashlib.sha256(json.dumps(paragraphs).encode()).hexdigest()
+    # Pinned when the file was made (Python 3.11.7): a different Python must read the same.
+    assert (len(paragraphs), sum(map(len, paragraphs)), digest[:16]) == (759, 2125, DIGEST)
+
+
+def test_write_corpus_file_round_trips_through_load_paragraphs(tmp_path, monkeypatch):
+    monkeypatch.setattr(pydoc_data.topics, "topics", FAKE_TOPICS)
+    monkeypatch.setattr(pretrain, "CORPUS_FILE", tmp_path / "fake.txt.gz")
+    write_corpus_file(pretrain.CORPUS_FILE)
+    assert gzip.decompress(pretrain.CORPUS_FILE.read_bytes()).decode().startswith(
+        "alpha comes first.\nbecause topics are sorted.\n\nfirst sentence here.\n")
+    assert load_paragraphs() == read_pydoc_paragraphs()
+
+
 def test_tokenize_splits_words_and_single_punctuation():
-    assert _tokenize('the "in" operator, e.g. x[i]...') == [
+    assert tokenize('the "in" operator, e.g. x[i]...') == [
         'the', '"', 'in', '"', 'operator', ',', 'e', '.', 'g', '.', 'x', '[', 'i', ']',
         '.', '.', '.']
-    assert _tokenize("[cls] __init__ 3.5") == ['[', 'cls', ']', '__init__', '3', '.', '5']
+    assert tokenize("[cls] __init__ 3.5") == ['[', 'cls', ']', '__init__', '3', '.', '5']
 
 
 # --- next-sentence prediction -----------------------------------------------------------------
@@ -327,7 +372,66 @@ def test_load_data_bert_follows_the_default_context(cpu1):
     assert all(a.ctx == cpu1 for a in next(iter(data_iter)))
 
 
+def test_load_data_bert_splits_the_paragraphs_and_builds_the_vocab_on_train_only(corpus):
+    train, held_out = split_paragraphs(corpus)
+    assert len(held_out) > 50
+    for split, paragraphs in (("train", train), ("test", held_out)):
+        data_iter, vocab = load_data_bert(32, split=split)
+        assert vocab.token_freqs == Vocab([s for p in train for s in p]).token_freqs
+        sentences = {tuple(vocab[s]) for p in paragraphs for s in p}
+        arrays = [a.asnumpy() for a in data_iter.arrays]
+        # both sentences come from the split
+        for row, length in zip(unmasked_rows(arrays), arrays[2]):
+            sep = int(onp.flatnonzero(row == SEP)[0])
+            assert tuple(row[1:sep].tolist()) in sentences
+            assert tuple(row[sep + 1:length - 1].tolist()) in sentences
+
+
+def test_load_data_bert_dupe_factor_draws_the_pairs_again_with_new_masks(bert_data):
+    arrays, _ = bert_data
+    once = unmasked_rows(arrays)
+    data_iter, _ = load_data_bert(32, dupe_factor=3)
+    thrice = unmasked_rows([a.asnumpy() for a in data_iter.arrays])
+    n = len(once)
+    assert 2.9 * n < len(thrice) < 3.1 * n  # pairs that do not fit max_len vary with the draw
+    onp.testing.assert_array_equal(thrice[:n], once)  # the first copy: the same NSP draws
+    positions = data_iter.arrays[3].asnumpy()
+    assert not onp.array_equal(positions[:n], arrays[3])  # other masks
+    nsp = data_iter.arrays[6].asnumpy()
+    assert abs(nsp.mean() - 0.5) < binomial_tol(0.5, len(nsp))
+    with pytest.raises(ValueError, match="dupe_factor must be an int >= 1, got 0"):
+        load_data_bert(32, dupe_factor=0)
+
+
+def test_split_paragraphs_holds_out_every_tenth_in_order():
+    paragraphs = [[str(i)] for i in range(25)]
+    train, test = split_paragraphs(paragraphs)
+    assert test == [["9"], ["19"]]
+    assert train == [[str(i)] for i in range(25) if i not in (9, 19)]
+    assert split_paragraphs([]) == ([], [])
+
+
+def test_unigram_distribution_by_hand():
+    # abc_vocab counts a 3, b 2, c 1 out of 6; min_freq 2 sends c's count to '<unk>'.
+    onp.testing.assert_allclose(unigram_distribution(abc_vocab()),
+                                [0, 0, 0, 0, 0, 3 / 6, 2 / 6, 1 / 6])
+    vocab = Vocab([["a", "a", "a", "b", "b", "c", "d"]], 2, RESERVED_TOKENS)
+    onp.testing.assert_allclose(unigram_distribution(vocab), [2 / 7, 0, 0, 0, 0, 3 / 7, 2 / 7])
+    with pytest.raises(TypeError, match="vocab must be a Vocab, got list"):
+        unigram_distribution(["a"])
+
+
+def test_unigram_distribution_of_the_corpus_matches_its_token_counts(bert_data, corpus):
+    _, vocab = bert_data
+    p = unigram_distribution(vocab)
+    train = [t for par in split_paragraphs(corpus)[0] for s in par for t in s]
+    counts = onp.bincount(vocab[train], minlength=len(vocab))
+    onp.testing.assert_allclose(p, counts / len(train))
+    assert p[1:5].sum() == 0 and abs(p.sum() - 1) < 1e-12
+
+
 @pytest.mark.parametrize("kwargs, message", [
+    ({"batch_size": 4, "split": "valid"}, "split must be 'train' or 'test', got 'valid'"),
     ({"batch_size": 0}, "batch_size must be an int >= 1, got 0"),
     ({"batch_size": 2.0}, "batch_size must be an int >= 1, got 2.0"),
     ({"batch_size": 4, "max_len": 4}, "max_len must be an int >= 5, got 4"),

@@ -1,15 +1,19 @@
 """Offline data for pretraining BERT: next-sentence prediction (NSP) and masked language modeling.
 
 d2l pretrains BERT on WikiText-2, whose download is dead. This corpus is always available offline:
-the English help texts of the Python language reference that ship with every CPython, in
-``pydoc_data.topics.topics`` (about 465 KB of text in Python 3.11; it changes a little from one
-Python version to the next, and so does the dataset). Its prose paragraphs become d2l's
-paragraphs of sentences; code examples, grammar productions, tables and headings are dropped.
+the prose paragraphs of the English help texts of the Python language reference, which CPython
+ships in ``pydoc_data.topics.topics``. Those texts change a little from one Python version to
+the next, so the paragraphs extracted from Python 3.11's are shipped with the package
+(``pydoc_paragraphs.txt.gz``): every Python reads the same corpus. Code examples, grammar
+productions, tables and headings are dropped.
 
 All randomness comes from ``random.Random(seed)``: the same seed gives the same data.
 """
+import gzip
+import pathlib
 import random
 import re
+import textwrap
 
 import numpy as onp
 import pydoc_data.topics
@@ -21,9 +25,18 @@ from .nmt import ArrayLoader
 
 RESERVED_TOKENS = ['[PAD]', '[MASK]', '[CLS]', '[SEP]']  # index 0 is '<unk>', BERT's [UNK]
 MLM_RATE = 0.15  # the fraction of tokens selected for prediction
+TEST_EVERY = 10  # every 10th paragraph (index 9, 19, ...) is held out as the test split
+
+# The corpus file: the output of read_pydoc_paragraphs() on CPython 3.11.7, one sentence a line
+# and a blank line after each paragraph, gzip-compressed; written by write_corpus_file().
+# Source: the English documentation of CPython ("Python Language Reference" help topics,
+# Lib/pydoc_data/topics.py), Copyright Python Software Foundation, licensed under the PSF
+# License Agreement (https://docs.python.org/3/license.html), lowercased and split as below.
+CORPUS_FILE = pathlib.Path(__file__).with_name("pydoc_paragraphs.txt.gz")
 
 # A block of text is not prose if a line is indented (code, lists, notes) or is a table row or a
-# heading underline, or if it holds a ">>>" prompt or a grammar production "::=".
+# heading underline, or if it holds a ">>>" prompt or a grammar production "::=". A block
+# indented as a whole (the description of a method, a note) is judged without its indentation.
 _NOT_PROSE = re.compile(r"^(\s|[+|]|[*=\-~^]{3,})|>>>|::=", re.MULTILINE)
 # A sentence ends at . ! or ? followed by a capital letter or a quote, but not after e.g. or i.e.
 _SENTENCE_BREAK = re.compile(r"(?<!\be\.g\.)(?<!\bi\.e\.)(?<=[.!?])\s+(?=[A-Z\"“])")
@@ -32,8 +45,8 @@ _TOKEN = re.compile(r"\w+|[^\w\s]")  # words, and each punctuation mark on its o
 
 
 def read_pydoc_paragraphs():
-    """The prose paragraphs of ``pydoc_data.topics``: a list of paragraphs, each a list of >= 2
-    lowercased sentences (str).
+    """The prose paragraphs of this Python's ``pydoc_data.topics``: a list of paragraphs, each a
+    list of >= 2 lowercased sentences (str). :func:`load_paragraphs` reads the shipped copy.
 
     Topics come in alphabetical order and paragraphs in text order. A paragraph is a block
     between blank lines; footnote marks such as ``[3]`` are removed.
@@ -42,6 +55,7 @@ def read_pydoc_paragraphs():
     paragraphs = []
     for name in sorted(topics):
         for block in re.split(r"\n\s*\n", topics[name].strip("\n")):
+            block = textwrap.dedent(block)
             if _NOT_PROSE.search(block):
                 continue
             text = _FOOTNOTE.sub("", " ".join(block.split()))
@@ -51,7 +65,29 @@ def read_pydoc_paragraphs():
     return paragraphs
 
 
-def _tokenize(sentence):
+def write_corpus_file(path=CORPUS_FILE):
+    """Write :func:`read_pydoc_paragraphs` to ``path`` in the format of ``CORPUS_FILE``
+    (run on Python 3.11 to regenerate the shipped file)."""
+    text = "".join("".join(s + "\n" for s in p) + "\n" for p in read_pydoc_paragraphs())
+    pathlib.Path(path).write_bytes(gzip.compress(text.encode("utf-8"), mtime=0))
+
+
+def load_paragraphs():
+    """The shipped corpus: the paragraphs (lists of sentences) :func:`read_pydoc_paragraphs`
+    gives on Python 3.11, the same on every Python version."""
+    text = gzip.decompress(CORPUS_FILE.read_bytes()).decode("utf-8")
+    return [p.split("\n") for p in text.split("\n\n") if p]
+
+
+def split_paragraphs(paragraphs):
+    """``(train, test)``: every ``TEST_EVERY``-th paragraph of a list (index 9, 19, ...) is held
+    out in ``test``, the others are in ``train``, both in their order."""
+    test = paragraphs[TEST_EVERY - 1::TEST_EVERY]
+    train = [p for i, p in enumerate(paragraphs) if i % TEST_EVERY != TEST_EVERY - 1]
+    return train, test
+
+
+def tokenize(sentence):
     """Word-level tokens of a str: runs of letters, digits and ``_``, and single punctuation marks.
 
     ``'[cls]'`` gives ``['[', 'cls', ']']``, so corpus tokens never collide with the reserved ones.
@@ -169,27 +205,50 @@ def _pad_bert_inputs(examples, max_len, vocab):
         tokens, segments, valid_lens, pred_positions, mlm_weights, mlm_labels, nsp_labels))
 
 
-def load_data_bert(batch_size, max_len=64, min_freq=3, seed=0):
+def unigram_distribution(vocab):
+    """The unigram distribution of the text ``vocab`` was built from: (len(vocab),) float64
+    probabilities, token count / number of tokens, where the tokens not in ``vocab`` count for
+    ``'<unk>'`` and the reserved tokens get 0. Predicting it at every masked position is the
+    baseline of the MLM: its cross-entropy on the training text is the unigram entropy.
+    """
+    _check_vocab(vocab)
+    counts = onp.zeros(len(vocab))
+    for token, freq in vocab.token_freqs:
+        counts[vocab[token]] += freq
+    return counts / counts.sum()
+
+
+def load_data_bert(batch_size, max_len=64, min_freq=3, seed=0, split="train", dupe_factor=1):
     """BERT pretraining minibatches from the Python reference's prose: ``(data_iter, vocab)``.
 
-    ``data_iter`` is an :class:`~d2lattn.data.nmt.ArrayLoader` (shuffled each epoch) whose batches
-    are d2l's seven arrays (b = batch, P = round(0.15 max_len)): tokens (b, max_len), segments
-    (b, max_len), valid_lens (b,), pred_positions (b, P), mlm_weights (b, P) float32,
-    mlm_labels (b, P), nsp_labels (b,); all int32 but mlm_weights. ``vocab`` holds the words seen
-    at least ``min_freq`` times, after '<unk>' and ``RESERVED_TOKENS``. The sentence pairs and
-    masks are drawn from ``random.Random(seed)``.
+    ``split``: ``"train"``, or ``"test"`` for the held-out paragraphs of
+    :func:`split_paragraphs` (:func:`load_paragraphs`). ``data_iter`` is an
+    :class:`~d2lattn.data.nmt.ArrayLoader` (shuffled each epoch) whose batches are d2l's seven
+    arrays (b = batch, P = round(0.15 max_len)): tokens (b, max_len), segments (b, max_len),
+    valid_lens (b,), pred_positions (b, P), mlm_weights (b, P) float32, mlm_labels (b, P),
+    nsp_labels (b,); all int32 but mlm_weights. ``vocab`` holds the words of the training
+    paragraphs seen at least ``min_freq`` times, after '<unk>' and ``RESERVED_TOKENS`` (the
+    same for both splits). Sentence pairs (random second sentences from the same split) and
+    masks are drawn from ``random.Random(seed)``, ``dupe_factor`` times over (BERT's
+    ``dupe_factor``: the data holds each consecutive pair about ``dupe_factor / 2`` times,
+    each time with other masks).
     """
     batch_size = check_int("batch_size", batch_size, minimum=1)
     max_len = check_int("max_len", max_len, minimum=5)  # [CLS] a [SEP] b [SEP]
     min_freq = check_int("min_freq", min_freq)
     rng = random.Random(check_int("seed", seed))
-    paragraphs = [[_tokenize(sentence) for sentence in paragraph]
-                  for paragraph in read_pydoc_paragraphs()]
-    vocab = Vocab([sentence for paragraph in paragraphs for sentence in paragraph], min_freq,
-                  RESERVED_TOKENS)
+    dupe_factor = check_int("dupe_factor", dupe_factor, minimum=1)
+    if split not in ("train", "test"):
+        raise ValueError(f"split must be 'train' or 'test', got {split!r}")
+    paragraphs = [[tokenize(sentence) for sentence in paragraph]
+                  for paragraph in load_paragraphs()]
+    splits = dict(zip(("train", "test"), split_paragraphs(paragraphs)))
+    vocab = Vocab([sentence for paragraph in splits["train"] for sentence in paragraph],
+                  min_freq, RESERVED_TOKENS)
     if len(vocab) == 1 + len(RESERVED_TOKENS):
         raise ValueError(f"min_freq={min_freq} leaves no word of the corpus in the vocabulary")
-    nsp_data = [example for paragraph in paragraphs
+    paragraphs = splits[split]
+    nsp_data = [example for _ in range(dupe_factor) for paragraph in paragraphs
                 for example in _get_nsp_data_from_paragraph(paragraph, paragraphs, max_len, rng)]
     if not nsp_data:
         raise ValueError(f"max_len={max_len} is too small: no sentence pair of the corpus fits "
