@@ -15,7 +15,6 @@ import stat
 import tempfile
 import time
 from collections import namedtuple
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from .._checks import check_int, check_positive
@@ -122,19 +121,15 @@ def grade_notebook(nb, tests, limits, packages, unsafe=False):
         for test, first in zip(tests, _first_ids(tests)):
             if test["name"] in present:
                 groups.setdefault(tuple(sorted(test["forbid"])), []).append((test, first))
-        runs = [(forbid, members, packages(forbid)) for forbid, members in groups.items()]
-
-        def run(forbid, members, package):
-            phases = [[request(case_id, test["name"], case["code"])
-                       for test, first in members
-                       for case_id, case in enumerate(cases_of(test, True), first)
-                       if case.get("hidden", False) is hidden] for hidden in (False, True)]
-            return run_submission([(n, text) for n, text, _ in cells], [p for p in phases if p],
-                                  package, **limits, unsafe=unsafe)
-
-        with ThreadPoolExecutor(min(len(runs), os.cpu_count() or 1)) as pool:
-            done = list(pool.map(lambda args: run(*args), runs))
-        for (forbid, members, _), (ran, got, said) in zip(runs, done):
+        runs = [(members, packages(forbid), [[
+            request(case_id, test["name"], case["code"]) for test, first in members
+            for case_id, case in enumerate(cases_of(test, True), first)
+            if case.get("hidden", False) is hidden] for hidden in (False, True)])
+            for forbid, members in groups.items()]
+        done = run_submission([(n, text) for n, text, _ in cells],
+                              [(package, [p for p in phases if p]) for _, package, phases in runs],
+                              **limits, unsafe=unsafe)
+        for (members, *_), (ran, got, said) in zip(runs, done):
             outputs = ran if outputs is None else outputs
             records.update(got)
             notes.update((test["name"], said) for test, _ in members)

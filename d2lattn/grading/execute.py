@@ -1,35 +1,60 @@
-"""Drive one run of the runner (see :mod:`d2lattn.grading.runner`): the cells, then one phase
-of cases after another, each under its own time limit. Every record is checked before it is
-kept; anything else the sandbox writes is dropped."""
+"""Drive one submission's sandbox (see :mod:`d2lattn.grading.runner`): for each group of
+questions, its copy of d2lattn, the cells, then one phase of cases after another, each under
+its own time limit. Every record is checked before it is kept; anything else the sandbox
+writes is dropped."""
+import re
+from pathlib import Path
+
 from .sandbox import LIMITS, Run
 
-STARTUP = 30  # seconds for the sandbox and IPython to start, beyond the cells' time limit
+STARTUP = 30  # seconds for a group's child to start, beyond the cells' time limit
+IMPORTS = re.compile(r"^\s*(import|from)\s+(d2lattn|mxnet)\b", re.M)  # worth preloading
+COMPAT = (Path(__file__).parents[1] / "_compat.py").read_text(encoding="utf-8")
 
 
-def run_submission(cells, phases, package, timeout, case_timeout, max_output, unsafe=False):
-    """Run ``cells`` (``(cell number, source)`` pairs) in the sandbox, then the case phases.
+def run_submission(cells, groups, timeout, case_timeout, max_output, unsafe=False):
+    """Run ``cells`` (``(cell number, source)`` pairs) once per group, then its case phases.
 
-    ``phases`` is a list of lists of case requests ``{"id", "question", "examples": [[source,
-    want]]}`` (``want``: None for a setup step, True for an example whose value is wanted, or
-    the expected text when releasing a master). A phase is sent only once every result of the
-    previous one is in, so a later phase's inputs cannot reach an earlier phase's results.
-    Returns ``(cells, results, notes)``: ``{number: {"text", "error"}}``, ``{case id: record}``
-    and the grader's notes on what went wrong.
+    ``groups`` is a list of ``(package, phases)``: the d2lattn copy that group's run sees
+    (``{relative path: source}``) and its phases, each a list of case requests ``{"id",
+    "question", "examples": [[source, want]]}`` (``want``: None for a setup step, True for an
+    example whose value is wanted, or the expected text when releasing a master). A phase is
+    sent only once every result of the previous one is in, so a later phase's inputs cannot
+    reach an earlier phase's results. Returns one ``(cells, results, notes)`` per group:
+    ``{number: {"text", "error"}}``, ``{case id: record}`` and the grader's notes.
     """
-    numbers = {number for number, _ in cells}
-    limits = dict(LIMITS, RLIMIT_CPU=int(timeout + case_timeout * _examples(phases)) + STARTUP)
-    run = Run(package, unsafe, max_bytes=2 * max_output + (64 << 20))
-    outputs, results, notes = {}, {}, []
+    examples = sum(len(case["examples"]) for _, phases in groups for phase in phases
+                   for case in phase)
+    cpu = len(groups) * (timeout + STARTUP) + case_timeout * examples
+    run = Run(unsafe, max_bytes=len(groups) * (2 * max_output + (64 << 20)))
+    done = []
     try:
-        run.send({"cells": [list(cell) for cell in cells], "timeout": timeout,
-                  "max_output": max_output, "limits": limits})
-        taken, how, stopped = run.collect(
-            lambda r: _is_cell(r, numbers) and r["cell"] not in outputs, "cells_done",
-            timeout + STARTUP)
-        outputs = {r["cell"]: {"text": r["text"][:max_output], "error": r["error"]}
-                   for r in taken}
-        if how != "done":
-            return outputs, results, notes + [_stopped(how, "while its cells ran", outputs)]
+        warm = any(IMPORTS.search(text) for _, text in cells)
+        run.send({"limits": dict(LIMITS, RLIMIT_CPU=int(cpu)), "compat": COMPAT if warm else None,
+                  "scratch": run.scratch, "sandboxed": not unsafe})
+        for package, phases in groups:
+            done.append(_run_group(run, package, cells, phases, timeout, case_timeout,
+                                   max_output))
+    finally:
+        run.close()
+    return done + [({}, {}, ["the sandbox ended before this group ran"])] * (
+        len(groups) - len(done))
+
+
+def _run_group(run, package, cells, phases, timeout, case_timeout, max_output):
+    numbers = {number for number, _ in cells}
+    outputs, results, notes = {}, {}, []
+    if not run.send({"package": package}):
+        return outputs, results, ["the sandbox ended before this group ran"]
+    run.send({"cells": [list(cell) for cell in cells], "timeout": timeout,
+              "max_output": max_output})
+    taken, how, stopped = run.collect(
+        lambda r: _is_cell(r, numbers) and r["cell"] not in outputs, "cells_done",
+        timeout + STARTUP)
+    outputs = {r["cell"]: {"text": r["text"][:max_output], "error": r["error"]} for r in taken}
+    if how != "done":
+        notes.append(_stopped(how, "while its cells ran", outputs))
+    else:
         if stopped is not None:
             last = max(outputs, default=0)
             notes.append(f"time limit of {timeout:g} s reached in cell {last}; "
@@ -38,18 +63,19 @@ def run_submission(cells, phases, package, timeout, case_timeout, max_output, un
             ids = {case["id"] for case in phase}
             run.send({"cases": phase, "case_timeout": case_timeout})
             taken, how, _ = run.collect(lambda r: _is_case(r, ids) and r["case"] not in results,
-                                        "phase_done", case_timeout * _examples([phase]) + 10)
+                                        "phase_done",
+                                        case_timeout * _examples(phase) + 10)
             results.update((r["case"], r) for r in taken)
             if how != "done":
                 notes.append(_stopped(how, "while the tests ran", outputs))
                 break
-    finally:
-        run.close()
+    run.send({"end": True})
+    run.collect(lambda r: False, "group_done", 10)
     return outputs, results, notes
 
 
-def _examples(phases):
-    return sum(len(case["examples"]) for phase in phases for case in phase)
+def _examples(phase):
+    return sum(len(case["examples"]) for case in phase)
 
 
 def _stopped(how, when, outputs):

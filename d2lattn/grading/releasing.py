@@ -14,7 +14,7 @@ from . import cases
 from .notebook import (QUESTION_LIKE, REGISTRATION, TESTS, TESTS_LIKE, cell_source,
                        check_call, first_line, parse_options, plain_markdown, question_header,
                        read_notebook, split_tests, strip_solutions)
-from .sandbox import Shadows, check_sandbox, shadow_package
+from .sandbox import Shadows, check_sandbox
 
 LIMITS = {"timeout": 900, "case_timeout": 120, "max_output": 1_000_000}
 
@@ -61,8 +61,8 @@ def expected_values(nb, tests, unsafe=False):
              for test, first in zip(tests, _first_ids(tests))
              for case_id, case in enumerate(cases.cases_of(test, True), first)]
     with tempfile.TemporaryDirectory() as tmp:
-        outputs, records, notes = run_submission(cells, [phase], shadow_package([], tmp),
-                                                 **LIMITS, unsafe=unsafe)
+        (outputs, records, notes), = run_submission(cells, [(Shadows(tmp)(()), [phase])],
+                                                    **LIMITS, unsafe=unsafe)
     errors = [f"cell {n}: {o['error']}" for n, o in outputs.items() if o["error"]] + notes
     failed = []
     for test, first in zip(tests, _first_ids(tests)):

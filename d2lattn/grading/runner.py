@@ -7,10 +7,12 @@ output and, for each case, the values its examples returned, as plain data (:fun
 It never sees an expected value and decides nothing: anything it sends is, at worst, a value
 the submission chose to return. Standard library only, so it needs neither d2lattn nor numpy.
 """
+import importlib
 import json
 import os
 import random
 import resource
+import shutil
 import signal
 import sys
 import threading
@@ -64,7 +66,8 @@ def encode(value, depth=0):
 
 
 def main():
-    """Serve one grading run on stdin/stdout (see the module docstring)."""
+    """Serve one submission on stdin/stdout: preload, then one forked child per group of
+    questions (see the module docstring)."""
     channel = os.fdopen(os.dup(1), "w", encoding="utf-8")
     inbox = os.fdopen(os.dup(0), "r", encoding="utf-8")
     quiet = os.open(os.devnull, os.O_RDWR)
@@ -75,14 +78,100 @@ def main():
         channel.write(json.dumps(record) + "\n")
         channel.flush()
 
-    request = json.loads(inbox.readline())
-    _limit_resources(request["limits"])
+    start = json.loads(inbox.readline())
+    scratch, sandboxed = start["scratch"], start["sandboxed"]
+    _limit_resources(start["limits"])
+    _preload(start.get("compat"))
     shell = _shell()
-    send({"cells_done": _run_cells(shell, request, send)})
-    for line in inbox:
-        phase = json.loads(line)
-        _run_cases(shell.user_ns, phase, send)
-        send({"phase_done": True})
+    _not_dumpable()
+    for line in inbox:  # one group: its d2lattn, then its cells and cases, then "end"
+        child = _fork_group(json.loads(line)["package"], shell, inbox, send, scratch)
+        for line in inbox:
+            if json.loads(line).get("end"):
+                break
+            os.write(child[1], line.encode())
+        _end_group(*child, scratch, sandboxed)
+        send({"group_done": True})
+
+
+def _not_dumpable():
+    """No other process of the sandbox may trace this one or read its memory."""
+    try:
+        import ctypes
+
+        ctypes.CDLL(None).prctl(4, 0, 0, 0, 0)  # PR_SET_DUMPABLE, 0
+    except (OSError, AttributeError):
+        pass
+
+
+def _preload(compat):
+    """Import what every run needs before any submission code runs, so that each group's
+    child starts warm: NumPy, MXNet (after d2lattn's compatibility shim), matplotlib."""
+    if compat is None:
+        return
+    try:
+        module = type(sys)("_d2lattn_compat_preload")
+        exec(compile(compat, "_compat.py", "exec"), module.__dict__)
+        module.apply()
+        import matplotlib
+        import mxnet  # noqa: F401
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot  # noqa: F401
+    except Exception:  # noqa: BLE001 - the child imports them again and reports errors
+        pass
+
+
+def _fork_group(package, shell, inbox, send, scratch):
+    """Fork a child that writes ``package`` (``{relative path: source}``) to scratch/pkg,
+    then runs the cells and the case phases it reads from a pipe; ``(pid, pipe)``."""
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid:
+        os.close(read)
+        return pid, write
+    os.close(write)
+    inbox.close()
+    try:
+        os.setpgid(0, 0)
+        root = os.path.join(scratch, "pkg")
+        for path, text in package.items():
+            os.makedirs(os.path.dirname(os.path.join(root, path)), exist_ok=True)
+            with open(os.path.join(root, path), "w", encoding="utf-8") as file:
+                file.write(text)
+        sys.path.insert(0, root)
+        sys.path_importer_cache.pop(root, None)
+        importlib.invalidate_caches()
+        messages = os.fdopen(read, "r", encoding="utf-8")
+        request = json.loads(messages.readline())
+        send({"cells_done": _run_cells(shell, request, send)})
+        for line in messages:
+            _run_cases(shell.user_ns, json.loads(line), send)
+            send({"phase_done": True})
+    finally:
+        os._exit(0)
+
+
+def _end_group(pid, pipe, scratch, sandboxed):
+    """Stop the group's child and everything it started; empty the private folders."""
+    os.close(pipe)
+    for target in (-pid, pid):
+        try:
+            os.kill(target, signal.SIGKILL)
+        except OSError:
+            pass
+    os.waitpid(pid, 0)
+    if sandboxed:
+        try:
+            os.kill(-1, signal.SIGKILL)  # every other process of the sandbox but this one
+        except OSError:
+            pass
+    for folder in ("pkg", "home", "work"):
+        path = os.path.join(scratch, folder)
+        shutil.rmtree(path, ignore_errors=True)
+        if folder != "pkg":
+            os.makedirs(path, exist_ok=True)
+    os.chdir(os.path.join(scratch, "work"))
 
 
 def _limit_resources(limits):

@@ -53,7 +53,7 @@ def check_sandbox(unsafe=False):
             "bubblewrap (bwrap) is not installed, and grading never runs a submission outside "
             "a sandbox: install it (Debian/Ubuntu: apt-get install bubblewrap) or, only for "
             "submissions you trust, pass --unsafe (see exercises/README.md)")
-    probe = subprocess.run(_bwrap_args(None, "/nonexistent") + ["true"], capture_output=True,
+    probe = subprocess.run(_bwrap_args(python=False) + ["true"], capture_output=True,
                            text=True, timeout=60)
     if probe.returncode != 0:
         raise SandboxError(f"bubblewrap cannot create a sandbox here ({probe.stderr.strip()}); "
@@ -81,8 +81,9 @@ def shadow_package(forbid, folder):
 
 
 class Shadows:
-    """``shadows(forbid)``: the path of a d2lattn copy with ``forbid`` stubbed, made once per
-    set of names, in subfolders of ``folder``."""
+    """``shadows(forbid)``: a d2lattn copy with ``forbid`` stubbed, as ``{relative path:
+    source}`` (what the runner writes in the sandbox), made once per set of names, in
+    subfolders of ``folder``."""
 
     def __init__(self, folder):
         self.folder, self.made = Path(folder), {}
@@ -90,7 +91,9 @@ class Shadows:
     def __call__(self, forbid):
         key = tuple(sorted(forbid))
         if key not in self.made:
-            self.made[key] = shadow_package(key, self.folder / f"shadow{len(self.made)}")
+            package = shadow_package(key, self.folder / f"shadow{len(self.made)}")
+            self.made[key] = {str(path.relative_to(package.parent)):
+                              path.read_text(encoding="utf-8") for path in package.rglob("*.py")}
         return self.made[key]
 
 
@@ -144,7 +147,7 @@ def _binds():
     return sorted({str(Path(p).resolve()) for p in paths if Path(p).is_dir()}, key=len)
 
 
-def _bwrap_args(package, package_target):
+def _bwrap_args(python=True):
     args = ["bwrap", "--unshare-all", "--die-with-parent", "--new-session", "--cap-drop", "ALL",
             "--ro-bind", "/usr", "/usr", "--proc", "/proc", "--dev", "/dev",
             "--size", str(TMP_SIZE), "--tmpfs", "/tmp", "--dir", "/tmp/home",
@@ -157,45 +160,48 @@ def _bwrap_args(package, package_target):
             args += ["--ro-bind", str(path), str(path)]
     for name in ETC:
         args += ["--ro-bind-try", f"/etc/{name}", f"/etc/{name}"]
-    if package is not None:
-        for path in _binds():
-            if path.split("/")[1] not in ("usr", "tmp", "proc", "dev", ""):
-                args += ["--ro-bind", path, path]
-        args += ["--ro-bind", str(package), package_target]
+    if python:
+        import d2lattn
+
+        binds = [path for path in _binds()
+                 if path.split("/")[1] not in ("usr", "tmp", "proc", "dev", "")]
+        for path in binds:
+            args += ["--ro-bind", path, path]
+        package = str(Path(d2lattn.__file__).resolve().parent)
+        if any(Path(package).is_relative_to(path) for path in binds + ["/usr"]):
+            args += ["--tmpfs", package]  # an installed d2lattn: hidden, its copy comes as data
     return args
 
 
-def _command(package, unsafe):
-    """``(argv, env, cwd)`` of the runner, sandboxed unless ``unsafe``."""
-    import d2lattn
-
-    target = str(Path(d2lattn.__file__).resolve().parent)
-    env = {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": "/tmp/home", "LANG": "C.UTF-8",
-           "PYTHONPATH": str(Path(target).parent), "PYTHONDONTWRITEBYTECODE": "1",
+def _command(unsafe):
+    """``(argv, env, scratch)`` of the runner, sandboxed unless ``unsafe``; scratch is its
+    private folder (d2lattn goes to scratch/pkg, home and work beside it)."""
+    scratch = tempfile.mkdtemp(prefix="d2lattn-unsafe-") if unsafe else "/tmp"
+    env = {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": f"{scratch}/home",
+           "LANG": "C.UTF-8", "PYTHONPATH": f"{scratch}/pkg", "PYTHONDONTWRITEBYTECODE": "1",
            "PYTHONNOUSERSITE": "1", "PYTHONHASHSEED": "0", "MPLBACKEND": "Agg",
-           "IPYTHONDIR": "/tmp/home/.ipython", "MPLCONFIGDIR": "/tmp/home/.matplotlib",
+           "IPYTHONDIR": f"{scratch}/home/.ipython", "MPLCONFIGDIR": f"{scratch}/home/.mpl",
            "OMP_NUM_THREADS": "1", "MXNET_ENGINE_TYPE": "NaiveEngine"}
     python = [sys.executable, "-X", "utf8", "-c", RUNNER]
     if unsafe:
-        home = tempfile.mkdtemp(prefix="d2lattn-unsafe-")
-        env.update(HOME=home, IPYTHONDIR=f"{home}/.ipython", MPLCONFIGDIR=f"{home}/.mpl",
-                   PYTHONPATH=str(Path(package).parent))
-        return python, env, home
-    args = _bwrap_args(package, target)
+        for folder in ("home", "work"):
+            os.makedirs(f"{scratch}/{folder}")
+        return python, env, scratch
+    args = _bwrap_args()
     for key, value in env.items():
         args += ["--setenv", key, value]
-    return args + ["--"] + python, None, None
+    return args + ["--"] + python, None, scratch
 
 
 class Run:
-    """One submission's run: its cell records, then case results phase by phase."""
+    """One submission's sandbox: the runner, the messages to it, the records from it."""
 
-    def __init__(self, package, unsafe, max_bytes):
-        argv, env, cwd = _command(package, unsafe)
-        self.unsafe_home = cwd
+    def __init__(self, unsafe, max_bytes):
+        argv, env, self.scratch = _command(unsafe)
+        self.unsafe = unsafe
         self.process = subprocess.Popen(
             argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
-            env=env, cwd=cwd, start_new_session=True)
+            env=env, cwd=f"{self.scratch}/work" if unsafe else None, start_new_session=True)
         self.records, self.room, self.ended = queue.Queue(), max_bytes, False
         threading.Thread(target=self._read, daemon=True).start()
 
@@ -255,5 +261,5 @@ class Run:
                 stream.close()
             except OSError:
                 pass
-        if self.unsafe_home:
-            shutil.rmtree(self.unsafe_home, ignore_errors=True)
+        if self.unsafe:
+            shutil.rmtree(self.scratch, ignore_errors=True)
