@@ -33,8 +33,11 @@ def run_submission(cells, groups, timeout, case_timeout, max_output, unsafe=Fals
         run.send({"limits": dict(LIMITS, RLIMIT_CPU=int(cpu)), "compat": COMPAT if warm else None,
                   "scratch": run.scratch, "sandboxed": not unsafe})
         for package, phases in groups:
-            done.append(_run_group(run, package, cells, phases, timeout, case_timeout,
-                                   max_output))
+            *result, ready = _run_group(run, package, cells, phases, timeout, case_timeout,
+                                        max_output)
+            done.append(tuple(result))
+            if not ready:  # a stopped or dead runner: it would never read the next group
+                break
     finally:
         run.close()
     return done + [({}, {}, ["the sandbox ended before this group ran"])] * (
@@ -45,7 +48,7 @@ def _run_group(run, package, cells, phases, timeout, case_timeout, max_output):
     numbers = {number for number, _ in cells}
     outputs, results, notes = {}, {}, []
     if not run.send({"package": package}):
-        return outputs, results, ["the sandbox ended before this group ran"]
+        return outputs, results, ["the sandbox ended before this group ran"], False
     run.send({"cells": [list(cell) for cell in cells], "timeout": timeout,
               "max_output": max_output})
     taken, how, stopped = run.collect(
@@ -70,8 +73,8 @@ def _run_group(run, package, cells, phases, timeout, case_timeout, max_output):
                 notes.append(_stopped(how, "while the tests ran", outputs))
                 break
     run.send({"end": True})
-    run.collect(lambda r: False, "group_done", 10)
-    return outputs, results, notes
+    _, how, _ = run.collect(lambda r: False, "group_done", 10)
+    return outputs, results, notes, how == "done"
 
 
 def _examples(phase):
