@@ -6,6 +6,7 @@ folder once: the master, its student version, issue 6's broken submissions, issu
 (each built below as a real notebook) and hostile folder entries, each in its own sandbox.
 Everything else runs in this process.
 """
+import ast
 import copy
 import csv
 import hashlib
@@ -556,6 +557,47 @@ def test_shadow_package_holds_stubs_and_not_the_forbidden_code(tmp_path):
         sandbox.shadow_package(["d2lattn.no_such_thing"], tmp_path / "x")
 
 
+GROUP_TRACES = '''import glob, os, time
+seen = sorted(glob.glob("/tmp/**", recursive=True) + glob.glob("/dev/shm/*"))
+startup = os.path.expanduser("~/.ipython/profile_default/startup")
+os.makedirs(startup, exist_ok=True)
+for path in ("/tmp/stash", "/dev/shm/stash", os.path.join(startup, "00-stash.py")):
+    try:
+        open(path, "w").write("stash = 1")
+    except OSError:
+        pass
+forked = 0
+try:
+    for _ in range(400):
+        if os.fork() == 0:
+            time.sleep(60)
+            os._exit(0)
+        forked += 1
+except OSError:
+    pass'''
+
+
+@needs_sandbox
+def test_a_group_leaves_nothing_to_the_next_and_processes_are_capped(tmp_path):
+    """Each group of questions starts from the same state, whatever the one before it wrote
+    or started; the number of processes is capped even when the grader runs as root."""
+    from d2lattn.grading.execute import run_submission
+
+    shadows = sandbox.Shadows(tmp_path)
+
+    def group(number, forbid):
+        case = {"id": number, "question": f"q{number}", "examples": [["(seen, forked)", True]]}
+        return shadows(forbid), [[case]]
+
+    (_, first, _), (_, second, _) = run_submission(
+        [(1, GROUP_TRACES)], [group(0, ()), group(1, ("d2lattn.masked_softmax",))],
+        timeout=60, case_timeout=5, max_output=10_000)
+    (seen, forked), = [[part["v"] for part in value["v"]] for value in first[0]["values"]]
+    assert "stash" not in str(seen) and first[0]["values"] == second[1]["values"]
+    assert 0 < forked < sandbox.LIMITS["RLIMIT_NPROC"]
+    assert processes_with(runner.__doc__.splitlines()[0]) == []  # every runner has ended
+
+
 def test_grading_refuses_to_run_without_a_sandbox(tmp_path, monkeypatch):
     monkeypatch.setattr(shutil, "which", lambda name: None)
     with pytest.raises(sandbox.SandboxError, match=r"apt-get install bubblewrap\) or, only for "
@@ -615,7 +657,6 @@ route("vars", lambda: vars(d2lattn)[name])
 route("attrgetter", lambda: operator.attrgetter("attention." + name)(d2lattn))
 route("magic", lambda: ms_magic)
 route("unparseable cell", lambda: ms_unparse)
-route("another question's cell", lambda: ms_other)
 route("source file", lambda: from_source(d2lattn.attention.__file__))
 route("inspect", lambda: from_source(inspect.getsourcefile(d2lattn.attention)))
 route("reload", lambda: getattr(importlib.reload(sys.modules["d2lattn.attention"]), name))
@@ -623,19 +664,22 @@ route("repository", lambda: from_source(REAL_SOURCE))
 route("gc", lambda: [o for o in gc.get_objects() if getattr(o, "__name__", "") == name
                      and "valid_lens" in getattr(getattr(o, "__code__", None), "co_varnames", ())
                      and o.__code__.co_argcount == 2][-1])
-callables = [f for f in found.values() if callable(f)]
-print(len(callables), "routes gave a callable")
 
 
 def softmax(X):
     X = np.asarray(X, dtype=float)
     error = None
-    for f in callables:
+    route("another question's cell", lambda: ms_other)  # a cell that runs after this one
+    for f in [f for f in found.values() if callable(f)]:
         try:
             return f(mxnp.array(X.reshape(1, -1, X.shape[-1])), None).asnumpy().reshape(X.shape)
         except Exception as err:
             error = err
     raise error'''
+
+ROUTE_LABELS = re.findall(r'^ *route\("([^"]+)"', ROUTES, re.M)
+FOUND = '''route("another question's cell", lambda: ms_other)
+print("routes that gave a callable:", sorted(k for k, f in found.items() if callable(f)))'''
 
 JUDGES = '''import builtins, doctest, json, os, sys, types
 import numpy
@@ -804,9 +848,12 @@ def submissions(folder, bundle, out):
                   HOST_TMP="/tmp", HOST_HOME=Path.home(), BUNDLE_FILE=bundle / "sample.json",
                   GRADER_PID=os.getpid(), REAL_SOURCE=Path(d2lattn.__file__).parent /
                   "attention.py")
+    def other_question_route(cells):  # an import in q2's cell; a last cell lists the routes
+        cells[q2] = dict(cells[q2], source=cell_source(cells[q2]) + "\nfrom d2lattn import "
+                         "masked_softmax as ms_other")
+        cells.append(code_cell(FOUND))
     routes = edited(answered(base, "q1_softmax", literal(ROUTES.split("\n", 1)[1], **places)),
-                    lambda c: c[q2].update(source=cell_source(c[q2]) + "\nfrom d2lattn import "
-                                           "masked_softmax as ms_other"))
+                    other_question_route)
 
     def unclaimed_routes(cells):  # cells that answer no question, before q1
         cells.insert(q1, code_cell('import d2lattn\n'
@@ -941,12 +988,13 @@ FULL = {q: (p, r"^\d of \d cases passed$") for q, p in QUESTIONS.items()}
 ZERO = {q: (0, r"^0 of \d cases passed") for q in QUESTIONS}
 DIED = {q: (0, r"the sandbox ended while its cells ran") for q in QUESTIONS}
 EXPECTED = {
-    "master": FULL, "reordered": FULL, "escaper": FULL, "mime_flood": FULL, "killer": FULL,
+    "master": FULL, "reordered": FULL, "escaper": FULL, "mime_flood": FULL,
     "student": {q: (0, r"^0 of \d cases passed; failed: public ") for q in QUESTIONS},
     "tampered": ZERO, "judges": ZERO, "reader": ZERO, "liar": ZERO, "leak": ZERO,
     "zz_after": ZERO,
     "raises": dict(FULL, q2_nw=(0, r"^0 of 4 cases passed")),
     "dies": DIED, "channel_flood": {q: (0, "the sandbox ended") for q in QUESTIONS},
+    "killer": {q: (0, "the sandbox ended") for q in QUESTIONS},  # it killed its own runner
     "stopper": {q: (0, r"the sandbox was stopped at its time limit while its cells ran")
                 for q in QUESTIONS},
     "loops": {"q1_softmax": (2, rf"^4 of 4 cases passed; time limit of {TIMEOUT} s reached in "
@@ -1013,8 +1061,9 @@ def test_every_route_to_a_forbidden_object_reaches_a_stub(batch):
     rows, out, *_ = batch
     executed = json.loads((out / "executed" / "routes.ipynb").read_text())
     printed = "".join(o["text"] for cell in executed["cells"] for o in cell["outputs"])
-    count = int(re.search(r"(\d+) routes gave a callable", printed)[1])
-    assert count >= 13  # every route but the repository's file and gc found an object: a stub
+    found = re.search(r"routes that gave a callable: (\[.*\])", printed)[1]
+    # every route but the repository's file and gc found an object: a stub
+    assert set(ast.literal_eval(found)) == set(ROUTE_LABELS) - {"repository", "gc"}
 
 
 def test_cheats_find_no_answer_anywhere(batch):

@@ -28,6 +28,7 @@ def main(argv=None):
                      help="characters of output kept per notebook")
     gra.add_argument("--max-bytes", type=int, default=MAX_BYTES,
                      help="larger submission files are not read (default: %(default)s)")
+    gra.add_argument("--jobs", type=int, help="submissions graded at a time (default: cores)")
     gra.add_argument("--unsafe", action="store_true", help=UNSAFE)
     args = parser.parse_args(argv)
     if args.command == "release":
@@ -36,7 +37,7 @@ def main(argv=None):
     else:
         rows = grade(args.submissions, args.bundle, args.out, args.assignment, args.timeout,
                      args.case_timeout, args.max_output, log=print, unsafe=args.unsafe,
-                     max_bytes=args.max_bytes)
+                     max_bytes=args.max_bytes, jobs=args.jobs)
         print(f"wrote {len(rows)} rows to {args.out}/grades.csv")
 
 

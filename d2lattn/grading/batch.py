@@ -15,6 +15,7 @@ import stat
 import tempfile
 import time
 from collections import namedtuple
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from .._checks import check_int, check_positive
@@ -29,7 +30,7 @@ FORBIDDEN = re.compile(r"PermissionError: (d2lattn(?:\.\w+)+) is forbidden in th
 
 
 def grade(submissions, bundle, out, assignment=None, timeout=300, case_timeout=10,
-          max_output=1_000_000, log=None, unsafe=False, max_bytes=MAX_BYTES):
+          max_output=1_000_000, log=None, unsafe=False, max_bytes=MAX_BYTES, jobs=None):
     """Grade every ``.ipynb`` file of the folder ``submissions`` against the autograder
     ``bundle`` folder, each in its own sandbox (``unsafe=True``: without one, see
     :mod:`d2lattn.grading.sandbox`; grading refuses to start if no sandbox can be made).
@@ -45,7 +46,8 @@ def grade(submissions, bundle, out, assignment=None, timeout=300, case_timeout=1
     as soon as they are graded), ``out/feedback/<student>.md`` and
     ``out/executed/<student>.ipynb`` (the code cells that ran, with their text outputs).
     Students are file names made safe (letters, digits, ``._-``; a hash of the name if it
-    had to change). ``log`` is called with one line per student. Returns the rows.
+    had to change). ``log`` is called with one line per student. ``jobs`` submissions are
+    graded at a time (default: the number of cores). Returns the rows.
     """
     if log is not None and not callable(log):
         raise TypeError(f"log must be callable or None, got {log!r}")
@@ -53,22 +55,26 @@ def grade(submissions, bundle, out, assignment=None, timeout=300, case_timeout=1
               "case_timeout": check_positive("case_timeout", case_timeout),
               "max_output": check_int("max_output", max_output, minimum=1)}
     max_bytes = check_int("max_bytes", max_bytes, minimum=1)
+    jobs = (os.cpu_count() or 1) if jobs is None else check_int("jobs", jobs, minimum=1)
     assignment, tests = load_bundle(bundle, assignment)
     entries, out = _submission_entries(submissions), Path(out)
     check_sandbox(unsafe)
     for folder in ("feedback", "executed"):
         (out / folder).mkdir(parents=True, exist_ok=True)
     rows = []
-    with tempfile.TemporaryDirectory() as tmp, \
+    with tempfile.TemporaryDirectory() as tmp, ThreadPoolExecutor(jobs) as pool, \
             open(out / "grades.csv", "w", newline="", encoding="utf-8") as table:
         packages = Shadows(tmp)
         writer = csv.writer(table, lineterminator="\n")
         writer.writerow(Row._fields)
-        for student, entry in entries:
+
+        def timed(entry):
             start = time.monotonic()
-            scores, results, executed = _grade_entry(entry, tests, limits, packages, unsafe,
-                                                     max_bytes)
-            seconds = time.monotonic() - start
+            graded = _grade_entry(entry, tests, limits, packages, unsafe, max_bytes)
+            return graded, time.monotonic() - start
+
+        for (student, _), ((scores, results, executed), seconds) in zip(
+                entries, pool.map(timed, [entry for _, entry in entries])):
             student_rows = [Row(student, *score) for score in scores]
             writer.writerows([_safe_field(field) for field in
                               (r.student, r.question, f"{r.points:g}", f"{r.max:g}", r.reason)]

@@ -26,7 +26,7 @@ def run_submission(cells, groups, timeout, case_timeout, max_output, unsafe=Fals
     examples = sum(len(case["examples"]) for _, phases in groups for phase in phases
                    for case in phase)
     cpu = len(groups) * (timeout + STARTUP) + case_timeout * examples
-    run = Run(unsafe, max_bytes=len(groups) * (2 * max_output + (64 << 20)))
+    run = Run(unsafe, max_bytes=len(groups) * 2 * max_output + (64 << 20))
     done = []
     try:
         warm = any(IMPORTS.search(text) for _, text in cells)
@@ -36,19 +36,20 @@ def run_submission(cells, groups, timeout, case_timeout, max_output, unsafe=Fals
             *result, ready = _run_group(run, package, cells, phases, timeout, case_timeout,
                                         max_output)
             done.append(tuple(result))
-            if not ready:  # a stopped or dead runner: it would never read the next group
+            if not ready:  # a stopped or dead runner: the later groups share its fate
+                said = result[2][-1:] or ["the sandbox ended"]
+                done += [({}, {}, said)] * (len(groups) - len(done))
                 break
     finally:
         run.close()
-    return done + [({}, {}, ["the sandbox ended before this group ran"])] * (
-        len(groups) - len(done))
+    return done
 
 
 def _run_group(run, package, cells, phases, timeout, case_timeout, max_output):
     numbers = {number for number, _ in cells}
     outputs, results, notes = {}, {}, []
     if not run.send({"package": package}):
-        return outputs, results, ["the sandbox ended before this group ran"], False
+        return outputs, results, ["the sandbox ended"], False
     run.send({"cells": [list(cell) for cell in cells], "timeout": timeout,
               "max_output": max_output})
     taken, how, stopped = run.collect(
@@ -73,7 +74,7 @@ def _run_group(run, package, cells, phases, timeout, case_timeout, max_output):
                 notes.append(_stopped(how, "while the tests ran", outputs))
                 break
     run.send({"end": True})
-    _, how, _ = run.collect(lambda r: False, "group_done", 10)
+    _, how, _ = run.collect(lambda r: False, "group_done", 10, ended=None)
     return outputs, results, notes, how == "done"
 
 

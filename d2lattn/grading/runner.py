@@ -20,6 +20,7 @@ import threading
 MAX_ITEMS = 200_000  # numbers in one value
 MAX_TEXT = 10_000  # characters of one string or repr
 SHOWN = 300  # characters of an error message
+NOBODY = 65534  # the user a sandbox started by root runs submissions as
 
 
 def encode(value, depth=0):
@@ -80,17 +81,21 @@ def main():
 
     start = json.loads(inbox.readline())
     scratch, sandboxed = start["scratch"], start["sandboxed"]
-    _limit_resources(start["limits"])
+    _limit_resources(start["limits"], sandboxed)
     _preload(start.get("compat"))
     shell = _shell()
     _not_dumpable()
     for line in inbox:  # one group: its d2lattn, then its cells and cases, then "end"
-        child = _fork_group(json.loads(line)["package"], shell, inbox, send, scratch)
+        pid, pipe = _fork_group(json.loads(line)["package"], shell, inbox, send, scratch)
+        watcher = _Watcher(pid, send)
         for line in inbox:
             if json.loads(line).get("end"):
                 break
-            os.write(child[1], line.encode())
-        _end_group(*child, scratch, sandboxed)
+            try:
+                os.write(pipe, line.encode())
+            except OSError:
+                pass  # the child has ended: the watcher has said so
+        watcher.end(pipe, scratch, sandboxed)
         send({"group_done": True})
 
 
@@ -152,32 +157,65 @@ def _fork_group(package, shell, inbox, send, scratch):
         os._exit(0)
 
 
-def _end_group(pid, pipe, scratch, sandboxed):
-    """Stop the group's child and everything it started; empty the private folders."""
-    os.close(pipe)
-    for target in (-pid, pid):
-        try:
-            os.kill(target, signal.SIGKILL)
-        except OSError:
-            pass
-    os.waitpid(pid, 0)
-    if sandboxed:
-        try:
-            os.kill(-1, signal.SIGKILL)  # every other process of the sandbox but this one
-        except OSError:
-            pass
-    for folder in ("pkg", "home", "work"):
-        path = os.path.join(scratch, folder)
-        shutil.rmtree(path, ignore_errors=True)
-        if folder != "pkg":
-            os.makedirs(path, exist_ok=True)
+class _Watcher:
+    """Wait for a group's child; send ``{"child_ended": True}`` if it ends by itself."""
+
+    def __init__(self, pid, send):
+        self.pid, self.ending = pid, threading.Event()
+        self.thread = threading.Thread(target=self._wait, args=(send,), daemon=True)
+        self.thread.start()
+
+    def _wait(self, send):
+        os.waitpid(self.pid, 0)
+        if not self.ending.is_set():
+            send({"child_ended": True})
+
+    def end(self, pipe, scratch, sandboxed):
+        """Kill the child and everything it started; empty the sandbox's private folders."""
+        self.ending.set()
+        os.close(pipe)
+        for target in (-self.pid, self.pid):
+            try:
+                os.kill(target, signal.SIGKILL)
+            except OSError:
+                pass
+        self.thread.join()
+        if sandboxed:
+            try:
+                os.kill(-1, signal.SIGKILL)  # every other process of the sandbox but this one
+            except OSError:
+                pass
+        _wipe(scratch, sandboxed)
+
+
+def _wipe(scratch, sandboxed):
+    """Remove every file the group wrote (in the sandbox: all of /tmp and /dev/shm), so that
+    nothing of it reaches the next group; recreate home and work."""
+    for folder in [scratch] + (["/dev/shm"] if sandboxed else []):
+        for name in os.listdir(folder) if os.path.isdir(folder) else []:
+            path = os.path.join(folder, name)
+            if os.path.isdir(path) and not os.path.islink(path):
+                shutil.rmtree(path, ignore_errors=True)
+            else:
+                try:
+                    os.unlink(path)
+                except OSError:
+                    pass
+    for folder in ("home", "work"):
+        os.makedirs(os.path.join(scratch, folder), exist_ok=True)
     os.chdir(os.path.join(scratch, "work"))
 
 
-def _limit_resources(limits):
+def _limit_resources(limits, sandboxed):
+    """Set the limits; in a sandbox started by root, first become ``nobody``, whose processes
+    the kernel counts (it never counts root's)."""
+    if sandboxed and os.getuid() == 0:
+        os.setgroups([])
+        os.setgid(NOBODY)
+        os.setuid(NOBODY)  # and with it every capability is gone
     for name, value in limits.items():
         if name == "RLIMIT_NPROC" and os.getuid() == 0:
-            continue  # the kernel does not count root's processes; the PID namespace ends them
+            continue  # --unsafe as root: not counted; the grader kills the session at the end
         resource.setrlimit(getattr(resource, name), (value, value))
 
 

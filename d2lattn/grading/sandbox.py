@@ -83,18 +83,19 @@ def shadow_package(forbid, folder):
 class Shadows:
     """``shadows(forbid)``: a d2lattn copy with ``forbid`` stubbed, as ``{relative path:
     source}`` (what the runner writes in the sandbox), made once per set of names, in
-    subfolders of ``folder``."""
+    subfolders of ``folder``; safe to call from several threads."""
 
     def __init__(self, folder):
-        self.folder, self.made = Path(folder), {}
+        self.folder, self.made, self.lock = Path(folder), {}, threading.Lock()
 
     def __call__(self, forbid):
         key = tuple(sorted(forbid))
-        if key not in self.made:
-            package = shadow_package(key, self.folder / f"shadow{len(self.made)}")
-            self.made[key] = {str(path.relative_to(package.parent)):
-                              path.read_text(encoding="utf-8") for path in package.rglob("*.py")}
-        return self.made[key]
+        with self.lock:
+            if key not in self.made:
+                package = shadow_package(key, self.folder / f"shadow{len(self.made)}")
+                self.made[key] = {str(path.relative_to(package.parent)): path.read_text(
+                    encoding="utf-8") for path in package.rglob("*.py")}
+            return self.made[key]
 
 
 def _resolve(dotted):
@@ -147,11 +148,24 @@ def _binds():
     return sorted({str(Path(p).resolve()) for p in paths if Path(p).is_dir()}, key=len)
 
 
+def _isolation():
+    """bwrap's namespace and capability options. As an ordinary user: every namespace, no
+    capability, and the kernel counts the sandbox's processes in its user namespace. As root,
+    whose processes the kernel never counts: no user namespace, and only the capabilities the
+    runner needs to become ``nobody`` (:data:`runner.NOBODY`) before any submission code runs."""
+    if os.geteuid() != 0:
+        return ["--unshare-all", "--cap-drop", "ALL"]
+    return ["--unshare-ipc", "--unshare-pid", "--unshare-net", "--unshare-uts",
+            "--unshare-cgroup-try", "--cap-drop", "ALL", "--cap-add", "CAP_SETUID",
+            "--cap-add", "CAP_SETGID"]
+
+
 def _bwrap_args(python=True):
-    args = ["bwrap", "--unshare-all", "--die-with-parent", "--new-session", "--cap-drop", "ALL",
-            "--ro-bind", "/usr", "/usr", "--proc", "/proc", "--dev", "/dev",
-            "--size", str(TMP_SIZE), "--tmpfs", "/tmp", "--dir", "/tmp/home",
-            "--dir", "/tmp/work", "--chdir", "/tmp/work", "--clearenv"]
+    args = ["bwrap"] + _isolation() + [
+        "--die-with-parent", "--new-session", "--ro-bind", "/usr", "/usr", "--proc", "/proc",
+        "--dev", "/dev", "--perms", "1777", "--size", str(TMP_SIZE), "--tmpfs", "/tmp",
+        "--perms", "0777", "--dir", "/tmp/home", "--perms", "0777", "--dir", "/tmp/work",
+        "--chdir", "/tmp/work", "--clearenv"]
     for name in ("bin", "sbin", "lib", "lib32", "lib64", "libx32"):
         path = Path("/") / name
         if path.is_symlink():
@@ -166,11 +180,20 @@ def _bwrap_args(python=True):
         binds = [path for path in _binds()
                  if path.split("/")[1] not in ("usr", "tmp", "proc", "dev", "")]
         for path in binds:
+            for parent in _new_parents(path, binds):  # bwrap would make them private (0700)
+                args += ["--perms", "0755", "--dir", parent]
             args += ["--ro-bind", path, path]
         package = str(Path(d2lattn.__file__).resolve().parent)
         if any(Path(package).is_relative_to(path) for path in binds + ["/usr"]):
             args += ["--tmpfs", package]  # an installed d2lattn: hidden, its copy comes as data
     return args
+
+
+def _new_parents(path, binds):
+    """The folders above ``path`` that the sandbox must create: not inside another bind."""
+    parents = [str(parent) for parent in reversed(Path(path).parents) if str(parent) != "/"]
+    return [parent for parent in parents if parent.split("/")[1] not in ("usr", "tmp")
+            and not any(Path(parent).is_relative_to(bind) for bind in binds)]
 
 
 def _command(unsafe):
@@ -231,10 +254,11 @@ class Run:
         except (OSError, ValueError):
             return False
 
-    def collect(self, accept, done, seconds):
-        """Records ``accept`` takes, until one has the key ``done``, the runner ends or
-        ``seconds`` pass. Returns ``(records, how, value)``: how is "done" (value: that
-        record's ``done`` entry), "ended" or "timeout" (value None)."""
+    def collect(self, accept, done, seconds, ended="child_ended"):
+        """Records ``accept`` takes, until one has the key ``done``, one has the key ``ended``
+        (the group's process ended), the runner ends or ``seconds`` pass. Returns ``(records,
+        how, value)``: how is "done" (value: that record's ``done`` entry), "ended" or
+        "timeout" (value None)."""
         deadline, taken = time.monotonic() + seconds, []
         while not self.ended:
             try:
@@ -245,6 +269,8 @@ class Run:
                 self.ended = True
             elif done in record:
                 return taken, "done", record[done]
+            elif ended in record:
+                return taken, "ended", None
             elif accept(record):
                 taken.append(record)
         return taken, "ended", None
