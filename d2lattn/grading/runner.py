@@ -1,11 +1,15 @@
 """The only grader code that runs inside the sandbox, next to a submission's code.
 
 The grader starts ``python -c <this file's source>`` in the sandbox and talks to it in JSON
-lines: it sends the submission's code cells, then the public cases' example sources, then the
-hidden ones (only after every public result is in); the runner sends back each cell's text
-output and, for each case, the values its examples returned, as plain data (:func:`encode`).
-It never sees an expected value and decides nothing: anything it sends is, at worst, a value
-the submission chose to return. Standard library only, so it needs neither d2lattn nor numpy.
+lines. The runner imports what the notebook needs (NumPy, MXNet, IPython), then serves one
+group of questions after another (the questions that forbid the same objects): for each, a
+forked child receives the group's copy of d2lattn, runs the submission's code cells, then the
+public cases' example sources, then the hidden ones (only after every public result is in),
+and sends back each cell's text output and, for each case, the values its examples returned,
+as plain data (:func:`encode`). Between groups the runner kills every other process of the
+sandbox and empties ``/tmp``, so a group starts as the first one did. It never sees an
+expected value and decides nothing: anything it sends is, at worst, a value the submission
+chose to return. Standard library only, so it needs neither d2lattn nor numpy.
 """
 import importlib
 import json

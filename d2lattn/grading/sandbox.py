@@ -1,12 +1,15 @@
 """Run a notebook's code in a sandbox and collect the values its test examples return.
 
-The sandbox is bubblewrap (``bwrap``): new user, PID, network, IPC, UTS and cgroup namespaces,
-killed with the grader (``--die-with-parent``) and, with its PID 1, every process it started.
-It sees the Python installation and its packages read-only, a copy of ``d2lattn`` in which the
-notebook's forbidden objects are stubs that raise (their code is nowhere in the sandbox), an
-empty private ``/tmp`` (also its home) of limited size, and nothing else: no submission file,
-no bundle, no master, no network. Resource limits (memory, file size, processes, CPU time) are
-set by the runner before any submission code runs; the grader enforces the wall-clock limits.
+The sandbox is bubblewrap (``bwrap``): new PID, network, IPC, UTS and cgroup namespaces (and a
+user namespace, unless the grader is root: then the runner becomes ``nobody`` before any
+submission code runs, since the kernel never limits root's processes), killed with the grader
+(``--die-with-parent``) and, with its PID 1, every process it started. It sees the Python
+installation and its packages read-only (an installed d2lattn hidden), an empty private
+``/tmp`` (also its home) of limited size, and nothing else: no submission file, no bundle, no
+master, no network. Each group of questions gets its copy of ``d2lattn`` as data, with the
+group's forbidden objects replaced by stubs that raise (their code is nowhere in the sandbox).
+Resource limits (memory, file size, processes, CPU time) are set by the runner before any
+submission code runs; the grader enforces the wall-clock limits.
 
 Where bubblewrap is missing or cannot create namespaces, :func:`check_sandbox` refuses, unless
 the caller passes ``unsafe=True``: then the runner is a plain child process (same protocol,

@@ -1,0 +1,88 @@
+"""Grading time per notebook beside the notebook's own run time, for each chapter's exercises.
+
+Run from the repository root:  python bench/grading.py [--students 20] [ch2 ch6 ...]
+For each master in exercises/: its own run time (a fresh Python running its code cells in
+IPython, as "Run all" does, median of 3), the time to grade it alone (one submission, one job),
+and the time per notebook to grade a class of ``--students`` submissions (half the master,
+half the released student notebook) with one job per core. Needs bubblewrap.
+"""
+import argparse
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from _timing import print_table
+from d2lattn.grading import grade, release
+from d2lattn.grading.notebook import parse_options, question_header, read_notebook
+
+ROOT = Path(__file__).resolve().parents[1]
+RUN_CELLS = """import json, sys
+from IPython.core.interactiveshell import InteractiveShell
+shell = InteractiveShell.instance()
+for cell in json.load(open(sys.argv[1]))["cells"]:
+    if cell["cell_type"] == "code":
+        shell.run_cell("".join(cell["source"]), silent=True)
+"""
+
+
+def own_run_seconds(master, repeat=3):
+    """Median wall time of a fresh Python running the master's code cells in IPython."""
+    times = []
+    for _ in range(repeat):
+        start = time.monotonic()
+        subprocess.run([sys.executable, "-c", RUN_CELLS, str(master)], check=True,
+                       capture_output=True, cwd=tempfile.gettempdir())
+        times.append(time.monotonic() - start)
+    return statistics.median(times)
+
+
+def grading_seconds(notebooks, bundle, jobs):
+    """Wall time to grade ``notebooks`` (paths, one per student) with ``jobs`` at a time."""
+    with tempfile.TemporaryDirectory() as tmp:
+        folder = Path(tmp) / "submissions"
+        folder.mkdir()
+        for number, notebook in enumerate(notebooks):
+            shutil.copy(notebook, folder / f"student{number:03d}.ipynb")
+        start = time.monotonic()
+        grade(folder, bundle, Path(tmp) / "grades", jobs=jobs)
+        return time.monotonic() - start
+
+
+def groups(master):
+    """The number of sets of forbidden names among the master's questions."""
+    forbids = {tuple(sorted(parse_options(*header)["forbid"]))
+               for header in map(question_header, read_notebook(master)["cells"]) if header}
+    return len(forbids)
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("chapters", nargs="*", help="e.g. ch2 (default: every master)")
+    parser.add_argument("--students", type=int, default=20)
+    args = parser.parse_args()
+    masters = sorted(p for p in (ROOT / "exercises").glob("ch*.ipynb")
+                     if not args.chapters or p.name.split("_")[0] in args.chapters)
+    cores, rows = os.cpu_count() or 1, []
+    with tempfile.TemporaryDirectory() as tmp:
+        for master in masters:
+            student, = release(master, Path(tmp) / master.stem)
+            bundle = Path(tmp) / master.stem / "autograder"
+            own = own_run_seconds(master)
+            alone = grading_seconds([master], bundle, jobs=1)
+            half = args.students // 2
+            klass = grading_seconds([master] * (args.students - half) + [student] * half,
+                                    bundle, jobs=cores) / args.students
+            rows.append([master.stem, str(groups(master)), f"{own:.2f}", f"{alone:.2f}",
+                         f"{alone - own:+.2f}", f"{klass:.2f}"])
+    print(f"{cores} cores, class of {args.students} submissions, {cores} jobs\n")
+    print_table(["master", "groups", "own run (s)", "graded alone (s)", "alone - own (s)",
+                 "class: s per notebook"], rows)
+
+
+if __name__ == "__main__":
+    main()
