@@ -57,12 +57,13 @@ def code_cell(text, question=None):
             "execution_count": None}
 
 
-def hidden_lines(tests):
-    """The messages and example sources of the hidden cases of ``tests`` (but short ones such
-    as ``>>> X``, which any notebook may contain)."""
-    lines = [line.lstrip("#>").strip() for test in tests
+def hidden_lines(tests, messages=False):
+    """The example sources and expected values of the hidden cases of ``tests``, and their
+    messages if ``messages`` (but short lines such as ``>>> X`` or ``0.75``, which any notebook
+    may contain)."""
+    lines = [line.lstrip("#>.").strip() for test in tests
              for case in cases.cases_of(test, True) if case["hidden"]
-             for line in case["code"].splitlines() if line.startswith(("#", ">>>"))]
+             for line in case["code"].splitlines() if messages or not line.startswith("#")]
     return [line for line in lines if len(line) > 8
             and not re.fullmatch(r"[\w.]+(\((\w+(, )?)*\))?", line)]  # softmax(X), answer_q3
 
@@ -223,16 +224,20 @@ def test_run_test_turns_errors_and_endless_loops_into_failures():
     assert time.monotonic() - start < 3
 
 
-def test_format_report_shows_public_failures_and_only_counts_hidden_cases():
+def test_format_report_shows_public_failures_and_hidden_cases_by_their_message_only():
     results = [{"hidden": False, "passed": True, "message": "easy"},
                {"hidden": False, "passed": False, "message": "hard", "source": "f(2)\n",
                 "expected": "4", "received": "5"},
-               {"hidden": True, "passed": False, "message": "secret", "source": "f(9)\n",
+               {"hidden": True, "passed": True, "message": "doubles"},
+               {"hidden": True, "passed": False, "message": "large inputs", "source": "f(9)\n",
                 "expected": "18", "received": "19"}]
-    assert cases.format_report("q1", results) == "\n".join([
+    report = cases.format_report("q1", results)
+    assert report == "\n".join([
         "q1: 1 of 2 public cases passed", "  case 1 passed: easy", "  case 2 FAILED: hard",
         "      >>> f(2)", "      expected: 4", "      received: 5",
-        "  hidden cases: 0 of 1 passed"])
+        "  hidden cases: 1 of 2 passed", "  hidden case 1 passed: doubles",
+        "  hidden case 2 FAILED: large inputs"])
+    assert not any(text in report for text in ("f(9)", "18", "19"))
 
 
 # --- the master format ----------------------------------------------------------------------
@@ -360,8 +365,8 @@ def test_student_notebook_holds_stubs_and_no_solution_and_no_hidden_test():
     assert cell_source(student_nb["cells"][10]) == "# QUESTION q3_weight points=1\nanswer_q3 = ..."
     for solution in ["X.max(axis=-1, keepdims=True)", "scores.max(axis=1", "= 0.75"]:
         assert solution not in text and solution not in sources
-    assert len(hidden_lines(tests)) == 9
-    for line in hidden_lines(tests):
+    assert len(hidden_lines(tests, messages=True)) == 13
+    for line in hidden_lines(tests, messages=True):
         assert line not in text and line not in sources, line
 
 
@@ -402,6 +407,18 @@ def edited_master(edit):
 def test_split_master_rejects_inconsistent_or_ambiguous_masters(edit, error):
     with pytest.raises(ValueError, match=error):
         split_master(edited_master(edit), "sample")
+
+
+def test_release_refuses_a_hidden_case_without_a_message(tmp_path):
+    """A failing hidden case is named by its message alone: release requires one."""
+    path = tmp_path / "masters" / "sample.ipynb"
+    path.parent.mkdir()
+    path.write_text(json.dumps(edited_master(lambda cells: cells[7].update(
+        source=cell_source(cells[7]).replace("# a query on a training point\n", "")))))
+    with pytest.raises(ValueError, match=r"^sample, tests of q2_nw: hidden case 1 has no "
+                                         r"'# message' line .*'>>> nw_predict\("):
+        release(path, tmp_path / "out")
+    assert not (tmp_path / "out").exists()
 
 
 def test_release_refuses_bad_paths_and_to_overwrite_the_masters(tmp_path):
@@ -1102,7 +1119,7 @@ def test_safe_field_and_student_id():
     assert re.fullmatch(r"s-x_[0-9a-f]{8}", _student_id("-x.ipynb", set()))
 
 
-def test_feedback_names_failing_public_cases_and_hides_hidden_ones(batch, bundle):
+def test_feedback_shows_failing_public_cases_and_names_hidden_ones_by_message(batch, bundle):
     rows, out, *_ = batch
     files = {path.stem for path in (out / "feedback").iterdir()}
     assert files == ids(rows)
@@ -1113,7 +1130,12 @@ def test_feedback_names_failing_public_cases_and_hides_hidden_ones(batch, bundle
     assert "      >>> nw_predict(np.array([0.0, 1.0]), np.array([0.0, 1.0]), np.array([0.5]))\n" \
            "      expected: [0.5]\n" \
            "      received: raised NameError: name 'nw_predict' is not defined" in text
-    assert "hidden cases: 0 of 2 passed" in text
+    assert "  hidden cases: 0 of 2 passed\n  hidden case 1 FAILED: a query on a training point\n" \
+           "  hidden case 2 FAILED: far from the data with a narrow bandwidth: no 0 / 0\n" in text
+    assert "hidden case 1 (a query on a training point), hidden case 2 (far from the data" in \
+        by_student(rows, "raises")["q2_nw"].reason
+    assert "  hidden case 1 passed: large scores do not overflow\n" in \
+        (out / "feedback" / "master.md").read_text()
     _, tests = load_bundle(bundle)
     for path in (out / "feedback").iterdir():
         assert not any(line in path.read_text() for line in hidden_lines(tests)), path

@@ -158,7 +158,7 @@ def grade_notebook(nb, tests, limits, packages, unsafe=False):
 def feedback(assignment, student, rows, results, executed, seconds):
     """A student's feedback (markdown): the total, the cells that raised an error, then per
     question its points, the reason and its cases: public ones with expected and received
-    values, hidden ones only counted."""
+    values, hidden ones by their message only."""
     lines = [f"# {assignment}: {student}", "",
              f"Score: {_total(rows)} points (graded in {seconds:.1f} s).", ""]
     ran = [cell["metadata"]["d2lattn"] for cell in (executed["cells"] if executed else [])]
@@ -275,7 +275,8 @@ def _score(test, present, uses, outcome, records, notes, first):
 
 
 def _verdict(outcome):
-    """E.g. '2 of 3 cases passed; failed: public case 2 (large scores stay finite)'."""
+    """E.g. '2 of 4 cases passed; failed: public case 2 (rows sum to 1), hidden case 1 (large
+    scores do not overflow)': cases are named by their message, never by their code."""
     failed, counts = [], {False: 0, True: 0}
     scored = [case for case in outcome if not case["format"]]
     for case in outcome:
@@ -283,7 +284,7 @@ def _verdict(outcome):
         if not case["passed"]:
             kind = ("hidden" if case["hidden"] else "public") + \
                 (" format check" if case["format"] else " case")
-            about = f" ({case['message']})" if case["message"] and not case["hidden"] else ""
+            about = f" ({case['message']})" if case["message"] else ""
             failed.append(f"{kind} {counts[case['hidden']]}{about}")
     verdict = f"{sum(c['passed'] for c in scored)} of {len(scored)} cases passed"
     return verdict + (f"; failed: {', '.join(failed)}" if failed else "")

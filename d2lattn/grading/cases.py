@@ -11,6 +11,7 @@ A case's ``code`` holds ``# message`` lines, then doctest examples: ``>>> source
 continuation lines) and the expected value on the lines after it, a Python expression. An
 example without an expected value is a setup step. A case whose message starts with
 ``format:`` checks the form of an answer (a type, a context): it is reported but earns nothing.
+A hidden case's message is all that grading shows of it: never its code or its values.
 Release evaluates every expected expression once, in the master's namespace, and stores its
 plain value (:func:`d2lattn.grading.runner.encode`) in the bundle as ``expected``; grading
 compares the submission's plain values with these (:func:`d2lattn.grading.values.same`).
@@ -84,7 +85,7 @@ def run_test(test, env, hidden=False, time_limit=None):
 
 def format_report(name, results):
     """A short text report: public cases one by one (failures with expected and received),
-    hidden cases as a count."""
+    then hidden cases one by one by their message only, never their code or values."""
     public = [r for r in results if not r["hidden"]]
     hidden = [r for r in results if r["hidden"]]
     lines = [f"{name}: {sum(r['passed'] for r in public)} of {len(public)} public cases passed"]
@@ -92,18 +93,25 @@ def format_report(name, results):
         lines += format_case(number, result)
     if hidden:
         lines.append(f"  hidden cases: {sum(r['passed'] for r in hidden)} of {len(hidden)} passed")
+        lines += [_headline(f"hidden case {number}", result)
+                  for number, result in enumerate(hidden, 1)]
     return "\n".join(lines)
 
 
 def format_case(number, result):
     """The report lines of one public case."""
-    verdict = "passed" if result["passed"] else "FAILED"
-    lines = [f"  case {number} {verdict}" + (f": {result['message']}" if result["message"] else "")]
+    lines = [_headline(f"case {number}", result)]
     if not result["passed"]:
         source = result["source"].rstrip("\n").replace("\n", "\n      ... ")
         lines += [f"      >>> {source}", f"      expected: {result['expected']}",
                   f"      received: {result['received']}"]
     return lines
+
+
+def _headline(label, result):
+    """E.g. '  case 2 FAILED: each row is normalised on its own'."""
+    verdict = "passed" if result["passed"] else "FAILED"
+    return f"  {label} {verdict}" + (f": {result['message']}" if result["message"] else "")
 
 
 def _failure(message, example, received):

@@ -191,19 +191,23 @@ def _test_bodies(nb, assignment):
 
 
 def _ok_test(name, options, public, hidden, where):
-    """The OK-format test of one question; every case must parse as doctest examples."""
+    """The OK-format test of one question; every case must parse as doctest examples, and
+    every hidden case needs a message: it is all that grading shows of the case."""
+    codes = [(code, False) for code in public] + [(code, True) for code in hidden]
     scored = 0
-    for code in public + hidden:
+    for number, (code, is_hidden) in enumerate(codes, 1):
         try:
             message, examples = cases.parse_case(code)
         except ValueError as err:
             raise ValueError(f"{where}: {err}") from None
         if not any(example.want for example in examples):
             raise ValueError(f"{where}: a case without an expected value: {code[:80]!r}")
+        if is_hidden and not message:
+            raise ValueError(f"{where}: hidden case {number - len(public)} has no '# message' "
+                             f"line (the message names it when it fails): {code[:80]!r}")
         scored += not cases.is_format(message)
     if not scored:
         raise ValueError(f"{where}: only format checks; a question needs a scored case")
-    codes = [(code, False) for code in public] + [(code, True) for code in hidden]
     return {"name": name, "points": options["points"], "forbid": options["forbid"],
             "suites": [{"type": "doctest", "scored": True, "setup": "", "teardown": "",
                         "cases": [{"code": code, "hidden": flag, "locked": False}
