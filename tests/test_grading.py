@@ -14,6 +14,7 @@ import json
 import os
 import re
 import shutil
+import sys
 import time
 from pathlib import Path
 
@@ -613,6 +614,18 @@ def test_a_group_leaves_nothing_to_the_next_and_processes_are_capped(tmp_path):
     assert "stash" not in str(seen) and first[0]["values"] == second[1]["values"]
     assert 0 < forked < sandbox.LIMITS["RLIMIT_NPROC"]
     assert processes_with(runner.__doc__.splitlines()[0]) == []  # every runner has ended
+
+
+@needs_sandbox
+def test_the_sandbox_starts_from_a_python_path_with_dot_dot(tmp_path, monkeypatch):
+    from d2lattn.grading.execute import run_submission
+
+    up = "../" * (len(tmp_path.parts) - 1)  # a folder the sandbox does not have, then up to /
+    monkeypatch.setattr(sys, "executable", f"{tmp_path}/{up}{sys.executable.lstrip('/')}")
+    case = {"id": 0, "question": "q", "examples": [["1 + x", True]]}
+    (_, results, notes), = run_submission([(1, "x = 2")], [(sandbox.Shadows(tmp_path)(()),
+                                                            [[case]])], 30, 5, 1000)
+    assert results[0]["values"] == [{"t": "num", "v": 3}], notes
 
 
 def test_grading_refuses_to_run_without_a_sandbox(tmp_path, monkeypatch):

@@ -208,7 +208,9 @@ def _command(unsafe):
            "PYTHONNOUSERSITE": "1", "PYTHONHASHSEED": "0", "MPLBACKEND": "Agg",
            "IPYTHONDIR": f"{scratch}/home/.ipython", "MPLCONFIGDIR": f"{scratch}/home/.mpl",
            "OMP_NUM_THREADS": "1", "MXNET_ENGINE_TYPE": "NaiveEngine"}
-    python = [sys.executable, "-X", "utf8", "-c", RUNNER]
+    # normalised, not resolved: "bench/../.venv/bin/python" would not exist in the sandbox,
+    # and a resolved link would lose the virtual environment
+    python = [os.path.normpath(sys.executable), "-X", "utf8", "-c", RUNNER]
     if unsafe:
         for folder in ("home", "work"):
             os.makedirs(f"{scratch}/{folder}")
