@@ -616,6 +616,40 @@ def test_a_group_leaves_nothing_to_the_next_and_processes_are_capped(tmp_path):
     assert processes_with(runner.__doc__.splitlines()[0]) == []  # every runner has ended
 
 
+FORGER = '''import json, os, threading, time
+FORGED = [{"cells_done": None}, {"phase_done": True}, {"group_done": True}] + [
+    {"case": number, "values": [{"t": "num", "v": 42}], "wants": [], "raised": None, "at": None}
+    for number in (0, 1)] * 20
+
+
+def forge():  # records for every case and every stage, from this group into the next ones
+    for _ in range(300):
+        for fd in range(3, 12):
+            try:
+                os.write(fd, "".join(json.dumps(r) + "\\n" for r in FORGED).encode())
+            except OSError:
+                pass
+        time.sleep(0.01)
+
+
+threading.Thread(target=forge, daemon=True).start()'''
+
+
+@needs_sandbox
+def test_records_forged_by_a_group_never_reach_the_grader(tmp_path):
+    """A group's processes know neither the next group's tag nor the runner's end tag, so
+    whatever they write, the grader takes each group's own results."""
+    from d2lattn.grading.execute import run_submission
+
+    shadows = sandbox.Shadows(tmp_path)
+    cases = [{"id": n, "question": f"q{n}", "examples": [["x + 1", True]]} for n in (0, 1)]
+    (_, first, _), (_, second, _) = run_submission(
+        [(1, FORGER), (2, "x = 0")], [(shadows(()), [[cases[0]]]),
+                                      (shadows(("d2lattn.masked_softmax",)), [[cases[1]]])],
+        timeout=30, case_timeout=5, max_output=10_000)
+    assert first[0]["values"] == second[1]["values"] == [{"t": "num", "v": 1}]
+
+
 @needs_sandbox
 def test_the_sandbox_starts_from_a_python_path_with_dot_dot(tmp_path, monkeypatch):
     from d2lattn.grading.execute import run_submission

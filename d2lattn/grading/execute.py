@@ -1,8 +1,11 @@
 """Drive one submission's sandbox (see :mod:`d2lattn.grading.runner`): for each group of
 questions, its copy of d2lattn, the cells, then one phase of cases after another, each under
 its own time limit. Every record is checked before it is kept; anything else the sandbox
-writes is dropped."""
+writes is dropped. Each group gets a fresh random tag, sent once its predecessors' processes
+are dead, and only records with that tag count, so no group can speak for a later one; the
+runner confirms a group's end with another tag that no group's process ever sees."""
 import re
+import secrets
 from pathlib import Path
 
 from .sandbox import LIMITS, Run
@@ -47,14 +50,14 @@ def run_submission(cells, groups, timeout, case_timeout, max_output, unsafe=Fals
 
 def _run_group(run, package, cells, phases, timeout, case_timeout, max_output):
     numbers = {number for number, _ in cells}
-    outputs, results, notes = {}, {}, []
-    if not run.send({"package": package}):
+    outputs, results, notes, tag = {}, {}, [], secrets.token_hex(16)
+    if not run.send({"package": package, "tag": tag}):
         return outputs, results, ["the sandbox ended"], False
     run.send({"cells": [list(cell) for cell in cells], "timeout": timeout,
               "max_output": max_output})
     taken, how, stopped = run.collect(
         lambda r: _is_cell(r, numbers) and r["cell"] not in outputs, "cells_done",
-        timeout + STARTUP)
+        timeout + STARTUP, tag)
     outputs = {r["cell"]: {"text": r["text"][:max_output], "error": r["error"]} for r in taken}
     if how != "done":
         notes.append(_stopped(how, "while its cells ran", outputs))
@@ -67,14 +70,15 @@ def _run_group(run, package, cells, phases, timeout, case_timeout, max_output):
             ids = {case["id"] for case in phase}
             run.send({"cases": phase, "case_timeout": case_timeout})
             taken, how, _ = run.collect(lambda r: _is_case(r, ids) and r["case"] not in results,
-                                        "phase_done",
-                                        case_timeout * _examples(phase) + 10)
+                                        "phase_done", case_timeout * _examples(phase) + 10,
+                                        tag)
             results.update((r["case"], r) for r in taken)
             if how != "done":
                 notes.append(_stopped(how, "while the tests ran", outputs))
                 break
-    run.send({"end": True})
-    _, how, _ = run.collect(lambda r: False, "group_done", 10, ended=None)
+    end = secrets.token_hex(16)  # sent to the runner only: the group's processes never see it
+    run.send({"end": end})
+    _, how, _ = run.collect(lambda r: False, "group_done", 10, end, ended=None)
     return outputs, results, notes, how == "done"
 
 

@@ -259,11 +259,11 @@ class Run:
         except (OSError, ValueError):
             return False
 
-    def collect(self, accept, done, seconds, ended="child_ended"):
-        """Records ``accept`` takes, until one has the key ``done``, one has the key ``ended``
-        (the group's process ended), the runner ends or ``seconds`` pass. Returns ``(records,
-        how, value)``: how is "done" (value: that record's ``done`` entry), "ended" or
-        "timeout" (value None)."""
+    def collect(self, accept, done, seconds, tag, ended="child_ended"):
+        """Of the records tagged ``tag`` (all others are dropped), those ``accept`` takes, until
+        one has the key ``done``, one has the key ``ended`` (the group's process ended), the
+        runner ends or ``seconds`` pass. Returns ``(records, how, value)``: how is "done"
+        (value: that record's ``done`` entry), "ended" or "timeout" (value None)."""
         deadline, taken = time.monotonic() + seconds, []
         while not self.ended:
             try:
@@ -272,6 +272,8 @@ class Run:
                 return taken, "timeout", None
             if record is None:
                 self.ended = True
+            elif record.get("tag") != tag:
+                continue  # from an earlier group's processes, or forged
             elif done in record:
                 return taken, "done", record[done]
             elif ended in record:
