@@ -20,7 +20,7 @@ def transpose(X, axes):
 
 
 def sequence_mask(rows, lens, value):
-    """``rows`` (n, keys) with the entries at positions >= ``lens`` (n,) set to ``value``.
+    """``rows`` (n, keys, ...) with the entries at positions >= ``lens`` (n,) set to ``value``.
 
     The legacy SequenceMask operator, faster on CPU than ``npx.sequence_mask`` in 1.9.1.
     """

@@ -91,7 +91,8 @@ class ScoredAttention(gluon.nn.Block):
     ``(queries (batch, queries, q), keys (batch, keys, k), values (batch, keys, v),
     valid_lens=None)`` returns (batch, queries, v) and keeps the weights, before dropout, in
     ``attention_weights`` (batch, queries, keys). Dropout on the weights acts in training
-    mode only (under ``autograd.record()``).
+    mode only (under ``autograd.record()``). Keys and values beyond every valid length of
+    their sequence are zeroed first: inf or NaN there reaches no output and no gradient.
     """
 
     def __init__(self, dropout, **kwargs):
@@ -108,6 +109,8 @@ class ScoredAttention(gluon.nn.Block):
         _check_param_dtype(self, queries)
         shape = (queries.shape[0], queries.shape[1], keys.shape[1])
         kind = None if valid_lens is None else _check_valid_lens(valid_lens, shape)
+        if kind in ("some", "empty"):  # what padded keys and values hold stays out
+            keys, values = (_without_padding(x, valid_lens) for x in (keys, values))
         return self._attend(queries, keys, values, valid_lens, kind)
 
     def _attend(self, queries, keys, values, valid_lens, kind):
@@ -116,6 +119,14 @@ class ScoredAttention(gluon.nn.Block):
         _check_3d("scores", scores)
         self.attention_weights = _masked_softmax(scores, valid_lens, kind)
         return npx.batch_dot(self.dropout(self.attention_weights), values)
+
+
+def _without_padding(x, valid_lens):
+    """``x`` (batch, positions, width) with each position beyond every valid length of its
+    sequence set to 0, so that whatever padding holds (inf, NaN) reaches neither the outputs
+    nor a gradient. valid_lens: checked, (batch,) or (batch, queries)."""
+    longest = valid_lens.as_in_ctx(x.ctx).reshape(x.shape[0], -1).max(axis=1)
+    return sequence_mask(x, longest.astype("int32"), 0)
 
 
 def _check_inputs(queries, keys, values, no_keys=False):
@@ -289,7 +300,8 @@ class MultiHeadAttention(gluon.nn.Block):
     Call ``(queries (batch, queries, q), keys (batch, keys, k), values (batch, keys, v),
     valid_lens=None, cache=None)`` -> (batch, queries, num_hiddens); like every Gluon block
     it takes positional arguments only. ``valid_lens``: None, (batch,) or (batch, queries),
-    as in :func:`masked_softmax`, shared by all heads.
+    as in :func:`masked_softmax`, shared by all heads; without a cache, keys and values
+    beyond every valid length of their sequence are zeroed before their projections.
 
     ``cache``: for decoding one step at a time. When it is a dict, the projected keys and
     values of this call, (batch * num_heads, keys, p) each, are appended along the key axis
@@ -331,23 +343,28 @@ class MultiHeadAttention(gluon.nn.Block):
         for name, x, layer in (("queries", queries, "W_q"), ("keys", keys, "W_k"),
                                ("values", values, "W_v")):
             _check_width(name, x, layer, getattr(self, layer))
-        h = self.num_heads
-        q = transpose_qkv(self.W_q(queries), h)
-        if cache is not None and keys.shape[1] == 0:  # e.g. encoder outputs projected once
-            if "k" not in _checked_cache(cache):
-                raise ValueError("keys must have at least one position, or the cache "
-                                 f"some keys, got keys {keys.shape} and an empty cache")
-            k, v = _cached(cache, q.shape)
-        else:
-            k = transpose_qkv(self.W_k(keys), h)
-            v = transpose_qkv(self.W_v(values), h)
-            if cache is not None:
-                k, v = _extend_cache(cache, k, v)
-        kind = None if valid_lens is None else \
-            _check_valid_lens(valid_lens, (queries.shape[0], queries.shape[1], k.shape[1]))
-        per_head = None if kind in (None, "full") else valid_lens.repeat(h, axis=0)
+        cached = _cached_steps(cache)
+        if cache is not None and keys.shape[1] == 0 and not cached:
+            raise ValueError("keys must have at least one position, or the cache some keys, "
+                             f"got keys {keys.shape} and an empty cache")
+        kind = None if valid_lens is None else _check_valid_lens(
+            valid_lens, (queries.shape[0], queries.shape[1], cached + keys.shape[1]))
+        q = transpose_qkv(self.W_q(queries), self.num_heads)
+        k, v = self._keys_and_values(keys, values, valid_lens, kind, cache, q.shape)
+        per_head = None if kind in (None, "full") else valid_lens.repeat(self.num_heads, axis=0)
         out = self.attention._attend(q, k, v, per_head, kind)
-        return self.W_o(transpose_output(out, h))
+        return self.W_o(transpose_output(out, self.num_heads))
+
+    def _keys_and_values(self, keys, values, valid_lens, kind, cache, q_shape):
+        """The per-head keys and values the queries attend to, (batch * num_heads, keys, p):
+        this call's projected, after the cached ones if ``cache`` is a dict."""
+        if cache is not None and keys.shape[1] == 0:  # e.g. encoder outputs projected once
+            return _cached(cache, q_shape)
+        if cache is None and kind in ("some", "empty"):  # what padding holds stays out
+            keys, values = (_without_padding(x, valid_lens) for x in (keys, values))
+        k = transpose_qkv(self.W_k(keys), self.num_heads)
+        v = transpose_qkv(self.W_v(values), self.num_heads)
+        return (k, v) if cache is None else _extend_cache(cache, k, v)
 
 
 def _check_width(name, x, layer, dense):
@@ -362,6 +379,13 @@ def _checked_cache(cache):
     if not isinstance(cache, dict):
         raise TypeError(f"cache must be None or a dict, got {type(cache).__name__}")
     return cache
+
+
+def _cached_steps(cache):
+    """The number of key positions in ``cache`` (None or a dict)."""
+    if cache is None or "k" not in _checked_cache(cache):
+        return 0
+    return cache["k"].shape[1]
 
 
 def _cached(cache, q_shape):

@@ -287,22 +287,42 @@ def test_attention_values_and_gradients_match_the_reference(name, case, seed):
         assert abs(numeric - analytic) <= 1e-3 * (1 + abs(numeric)), (i, numeric, analytic)
 
 
+def outputs_and_gradients(net, q, k, v, lens, dtype, G):
+    """The layer's output and the gradients of (output * G).sum() with respect to the inputs
+    and to every parameter, as NumPy arrays."""
+    inputs = [as_np(x, dtype) for x in (q, k, v)]
+    for x in inputs:
+        x.attach_grad()
+    with autograd.record():
+        out = net(*inputs, as_np(lens, "int32"))
+        (out * as_np(G, dtype)).sum().backward()
+    params = net.collect_params().values()
+    return [out.asnumpy()] + [x.grad.asnumpy() for x in inputs] + [p.grad().asnumpy()
+                                                                  for p in params]
+
+
 @pytest.mark.parametrize("name", LAYERS)
 @FUZZ_LAYER
 @given(layer_cases(), st.sampled_from(JUNK[1:]))
-def test_junk_in_padded_keys_and_scores_never_reaches_the_outputs(name, case, junk):
+def test_junk_in_padded_keys_and_values_reaches_no_output_and_no_gradient(name, case, junk):
     q, k, v, lens, dtype = case
     describe(name, lens, dtype, junk)
     if lens is None:
         lens = onp.full(q.shape[0], k.shape[1]).astype("int32")
-    lens = onp.reshape(lens, (q.shape[0], -1)).max(axis=1)  # keys padded for every query
-    k = k.copy()
-    k[onp.arange(k.shape[1]) >= lens[:, None]] = junk  # NaN made additive attention all NaN
+    longest = onp.reshape(lens, (q.shape[0], -1)).max(axis=1)  # padding for every query
+    padded = onp.arange(k.shape[1]) >= longest[:, None]
+    dirty_k, dirty_v = k.copy(), v.copy()
+    dirty_k[padded], dirty_v[padded] = junk, junk  # 0 * NaN made outputs and gradients NaN
     net = make_layer(name, dtype, q, k, v)
-    out = net(as_np(q, dtype), as_np(k, dtype), as_np(v, dtype), as_np(lens, "int32"))
-    clean = onp.where(onp.isfinite(k), k, 0)
-    onp.testing.assert_allclose(out.asnumpy(), np_layer(name, net, q, clean, v, lens)[0],
-                                rtol=1e-4, atol=1e-5)
+    width = net(*(as_np(x, dtype) for x in (q, k, v))).shape[-1]
+    G = onp.random.default_rng(0).normal(size=(q.shape[0], q.shape[1], width))
+    dirty = outputs_and_gradients(net, q, dirty_k, dirty_v, lens, dtype, G)
+    clean = outputs_and_gradients(net, q, k, v, lens, dtype, G)
+    for got, want in zip(dirty, clean):
+        assert onp.isfinite(got).all()
+        onp.testing.assert_array_equal(got, want)
+    onp.testing.assert_allclose(dirty[0], np_layer(name, net, q, k, v, lens)[0], rtol=1e-4,
+                                atol=1e-5)
 
 
 @pytest.mark.parametrize("name", LAYERS)

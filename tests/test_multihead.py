@@ -334,3 +334,24 @@ def test_valid_lens_checked_again_when_the_number_of_keys_changes():
     net(q, k, v, lens)
     with pytest.raises(ValueError, match=r"valid_lens must hold integers in \[0, 3\]"):
         net(q, k[:, :3], v[:, :3], lens)
+
+
+def test_nan_and_inf_in_padding_reach_no_output_and_no_gradient_on_another_context():
+    ctx, lens = mx.cpu(1), [[1, 0, 3], [4, 2, 2]]  # positions 3.. and 4.. are padding
+    q, k, v = inputs(seed=5)
+    dirty_k, dirty_v = k.copy(), v.copy()
+    dirty_k[0, 3:], dirty_v[0, 3:] = onp.nan, onp.inf
+    dirty_k[1, 4:], dirty_v[1, 4:] = -onp.inf, onp.nan
+    net = make(use_bias=True, ctx=ctx)
+
+    def outputs_and_gradients(keys, values):
+        with autograd.record():
+            out = run(net, q, keys, values, lens, ctx)
+            out.sum().backward()
+        assert out.ctx == ctx
+        return [out.asnumpy()] + [getattr(net, name).weight.grad(ctx).asnumpy()
+                                  for name in LAYERS]
+
+    for got, want in zip(outputs_and_gradients(dirty_k, dirty_v), outputs_and_gradients(k, v)):
+        assert onp.isfinite(got).all()
+        onp.testing.assert_array_equal(got, want)
