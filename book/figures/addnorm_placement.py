@@ -1,13 +1,15 @@
 """Draw addnorm_placement.svg: where d2lattn.AddNorm puts the layer normalisation, post-norm
 (pre_norm=False) and pre-norm (pre_norm=True), around one sublayer f.
 
-    cd book/figures && python addnorm_placement.py
+    python book/figures/addnorm_placement.py
+
+It is drawn in transformer.py's style, with its colours and helpers.
 """
 from matplotlib.patches import Circle
 
-from transformer import EMBED, FFN, INK, NORM, arrow, box, canvas, label, line, save
-
-RESIDUAL = "#555555"
+import _draw
+from _draw import INK
+from transformer import EMBED, FFN, NORM, RESIDUAL, arrow, box, label, line
 
 
 def column(ax, x, title, formula, pre_norm):
@@ -31,9 +33,9 @@ def column(ax, x, title, formula, pre_norm):
     ax.add_patch(Circle((cx, add_y), 14, facecolor="white", edgecolor=INK, linewidth=1.4))
     label(ax, cx, add_y, "+", size=14, ha="center")
     side = cx - w / 2 - 22
-    line(ax, [(cx, split), (side, split), (side, add_y)], RESIDUAL, 1.6)
-    arrow(ax, [(side, add_y), (cx - 14, add_y)], colour=RESIDUAL, width=1.6)
-    label(ax, side - 4, (split + add_y) / 2, "residual", size=10, ha="right", colour=RESIDUAL,
+    line(ax, [(cx, split), (side, split), (side, add_y)], color=RESIDUAL, lw=1.6)
+    arrow(ax, [(side, add_y), (cx - 14, add_y)], color=RESIDUAL, lw=1.6)
+    label(ax, side - 4, (split + add_y) / 2, "residual", size=10, ha="right", color=RESIDUAL,
           style="italic")
     if pre_norm:
         arrow(ax, [(cx, add_y + 14), (cx, 420 - 34)])
@@ -48,10 +50,10 @@ def column(ax, x, title, formula, pre_norm):
 
 
 def main():
-    fig, ax = canvas(760, 490)
+    fig, ax = _draw.canvas(760, 490)
     column(ax, 80, "post-norm (pre_norm=False)", "LN(X + dropout(f(X)))", pre_norm=False)
     column(ax, 440, "pre-norm (pre_norm=True)", "X + dropout(f(LN(X)))", pre_norm=True)
-    save(fig, "addnorm_placement")
+    _draw.save(fig, __file__, text_as_paths=False)
 
 
 if __name__ == "__main__":

@@ -3,15 +3,10 @@
 Run with the course's Python from the repository root:
     python book/figures/attention_pooling.py
 """
-from pathlib import Path
+from matplotlib.patches import Circle
 
-import matplotlib
+import _draw
 
-matplotlib.use("svg")
-import matplotlib.pyplot as plt  # noqa: E402
-from matplotlib.patches import Circle, FancyBboxPatch, Rectangle  # noqa: E402
-
-OUT = Path(__file__).with_suffix(".svg")
 W, H = 750, 500  # canvas in drawing units; 7.5 x 5 inches, so 1 unit = 0.72 pt
 FONT = 11  # points: about 14 px when the figure is shown 736 px wide
 
@@ -31,41 +26,30 @@ DOTS_Y = 207
 
 def box(ax, x, y, w, h, role, text, size=FONT, rotation=0):
     """A rounded box centred at (x, y) with ``text`` inside, coloured by ``role``."""
-    face, edge = COLORS[role]
-    ax.add_patch(FancyBboxPatch((x - w / 2, y - h / 2), w, h, boxstyle="round,pad=0,rounding_size=6",
-                                facecolor=face, edgecolor=edge, linewidth=1.4))
-    ax.text(x, y, text, ha="center", va="center", fontsize=size, rotation=rotation)
+    _draw.box(ax, x - w / 2, y - h / 2, w, h, text, *COLORS[role], lw=1.4, fontsize=size,
+              rotation=rotation)
 
 
 def arrow(ax, start, end, color="#444444"):
+    """An arrow drawn as an annotation: above the boxes, its head a little smaller."""
     ax.annotate("", xy=end, xytext=start,
                 arrowprops=dict(arrowstyle="-|>", color=color, lw=1.2, shrinkA=0, shrinkB=0,
                                 mutation_scale=11))
 
 
-def line(ax, xs, ys, color="#444444"):
-    ax.plot(xs, ys, color=color, lw=1.2, solid_capstyle="butt")
-
-
 def main():
-    fig = plt.figure(figsize=(W / 100, H / 100))
-    ax = fig.add_axes([0, 0, 1, 1])
-    ax.set_xlim(0, W)
-    ax.set_ylim(0, H)
-    ax.axis("off")
-    # Opaque light background, so that the figure reads in the book's dark mode too.
-    ax.add_patch(Rectangle((0, 0), W, H, facecolor="white", edgecolor="none", zorder=-10))
+    fig, ax = _draw.canvas(W, H)
 
     header_y = 478
     for x, title in [(55, "query"), (240, "keys, then scores"), (470, "weights"),
                      (562, "values"), (705, "output")]:
-        ax.text(x, header_y, title, ha="center", va="center", fontsize=FONT, weight="bold")
+        _draw.text(ax, x, header_y, title, fontsize=FONT, weight="bold")
 
     q_x, q_y = 55, ROWS[1][0]
     box(ax, q_x, q_y, 70, 44, "query", r"$\mathbf{q}$", size=FONT + 3)
     bus_x = 140
-    line(ax, [q_x + 35, bus_x], [q_y, q_y], COLORS["query"][1])
-    line(ax, [bus_x, bus_x], [ROWS[-1][0], ROWS[0][0]], COLORS["query"][1])
+    for points in [(q_x + 35, q_y), (bus_x, q_y)], [(bus_x, ROWS[-1][0]), (bus_x, ROWS[0][0])]:
+        _draw.line(ax, points, COLORS["query"][1], 1.2, solid_capstyle="butt")
 
     softmax_x = 385
     box(ax, softmax_x, (ROWS[0][0] + ROWS[-1][0]) / 2, 52, ROWS[0][0] - ROWS[-1][0] + 60,
@@ -85,37 +69,32 @@ def main():
         box(ax, 562, y + 42, 56, 28, "value", rf"$\mathbf{{v}}_{i}$")
         arrow(ax, (562, y + 28), (562, y + 13), COLORS["value"][1])
         ax.add_patch(Circle((562, y), 13, facecolor="white", edgecolor="#444444", lw=1.2))
-        ax.text(562, y, r"$\times$", ha="center", va="center", fontsize=FONT)
+        _draw.text(ax, 562, y, r"$\times$", fontsize=FONT)
         arrow(ax, (498, y), (549, y))
         arrow(ax, (575, y), (sum_x - 20, sum_y + (y - sum_y) * 0.25))
     for x in (240, 470, 562):
-        ax.text(x, DOTS_Y, r"$\vdots$", ha="center", va="center", fontsize=FONT + 3)
+        _draw.text(ax, x, DOTS_Y, r"$\vdots$", fontsize=FONT + 3)
 
     ax.add_patch(Circle((sum_x, sum_y), 21, facecolor="white", edgecolor="#444444", lw=1.4))
-    ax.text(sum_x, sum_y, r"$\Sigma$", ha="center", va="center", fontsize=FONT + 3)
+    _draw.text(ax, sum_x, sum_y, r"$\Sigma$", fontsize=FONT + 3)
     box(ax, 705, sum_y, 70, 44, "output", r"$f(\mathbf{q})$", size=FONT + 2)
     arrow(ax, (sum_x + 21, sum_y), (670, sum_y))
-    ax.text(705, sum_y - 45, r"$= \sum_{i=1}^{n} \alpha_i \mathbf{v}_i$", ha="center",
-            va="center", fontsize=FONT)
-    ax.text(470, ROWS[-1][0] - 38, r"$\alpha_i \geq 0$, summing to 1", ha="center",
-            va="center", fontsize=FONT - 1)
+    _draw.text(ax, 705, sum_y - 45, r"$= \sum_{i=1}^{n} \alpha_i \mathbf{v}_i$", fontsize=FONT)
+    _draw.text(ax, 470, ROWS[-1][0] - 38, r"$\alpha_i \geq 0$, summing to 1", fontsize=FONT - 1)
 
     # How Nadaraya-Watson regression fills in the roles.
-    ax.add_patch(FancyBboxPatch((12, 6), W - 24, 76, boxstyle="round,pad=0,rounding_size=6",
-                                facecolor="#f7f7f7", edgecolor="#999999", linewidth=1))
-    ax.text(24, 66, "Nadaraya-Watson regression:", ha="left", va="center", fontsize=FONT,
-            weight="bold")
-    ax.text(290, 66, r"query $x$,  keys $x_i$,  values $y_i$,  bandwidth $h$",
-            ha="left", va="center", fontsize=FONT)
-    ax.text(24, 42, r"score $a(x, x_i) = \log K\left(\frac{x - x_i}{h}\right)$;  "
-            r"for the Gaussian kernel $a(x, x_i) = -\frac{(x - x_i)^2}{2h^2}$",
-            ha="left", va="center", fontsize=FONT)
-    ax.text(24, 18, r"where $K = 0$ (a compact kernel), the score is $-\infty$ "
-            r"and the weight exactly 0: the key is masked",
-            ha="left", va="center", fontsize=FONT)
+    _draw.box(ax, 12, 6, W - 24, 76, "", "#f7f7f7", "#999999", lw=1)
+    _draw.text(ax, 24, 66, "Nadaraya-Watson regression:", ha="left", fontsize=FONT,
+               weight="bold")
+    _draw.text(ax, 290, 66, r"query $x$,  keys $x_i$,  values $y_i$,  bandwidth $h$",
+               ha="left", fontsize=FONT)
+    _draw.text(ax, 24, 42, r"score $a(x, x_i) = \log K\left(\frac{x - x_i}{h}\right)$;  "
+               r"for the Gaussian kernel $a(x, x_i) = -\frac{(x - x_i)^2}{2h^2}$",
+               ha="left", fontsize=FONT)
+    _draw.text(ax, 24, 18, r"where $K = 0$ (a compact kernel), the score is $-\infty$ "
+               r"and the weight exactly 0: the key is masked", ha="left", fontsize=FONT)
 
-    fig.savefig(OUT, metadata={"Date": None})
-    plt.close(fig)
+    _draw.save(fig, __file__)
 
 
 if __name__ == "__main__":

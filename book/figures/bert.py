@@ -4,15 +4,7 @@ Run with the course's Python: ``python book/figures/bert.py`` writes ``bert.svg`
 The tokens are the real WordPiece tokens all-MiniLM-L6-v2's tokenizer gives for the pair
 ("the dog sleeps", "it snores loudly"); the names and shapes are d2lattn.bert's.
 """
-import pathlib
-
-import matplotlib
-
-matplotlib.use("svg")
-import matplotlib.pyplot as plt  # noqa: E402
-from matplotlib.patches import FancyArrowPatch, FancyBboxPatch, Rectangle  # noqa: E402
-
-plt.rcParams.update({"svg.fonttype": "none", "font.family": "DejaVu Sans"})
+import _draw
 
 TOKENS = ["[CLS]", "the", "dog", "sleeps", "[SEP]", "it", "s", "##nor", "##es", "loudly",
           "[SEP]"]
@@ -30,24 +22,18 @@ def col(i):
 
 
 def box(ax, x, y, w, h, colour, text="", size=FONT, ec="#555555", ls="-", **kw):
-    ax.add_patch(FancyBboxPatch((x, y), w, h, boxstyle="round,pad=0,rounding_size=0.06",
-                                fc=colour, ec=ec, lw=1.1, ls=ls))
-    if text:
-        ax.text(x + w / 2, y + h / 2, text, ha="center", va="center", fontsize=size, **kw)
+    """A rounded box with lower-left corner (x, y); ``kw`` styles its text."""
+    _draw.box(ax, x, y, w, h, text, colour, ec, lw=1.1, rounding=0.06, ls=ls, fontsize=size,
+              **kw)
 
 
 def arrow(ax, x0, y0, x1, y1, colour="#444444"):
-    ax.add_patch(FancyArrowPatch((x0, y0), (x1, y1), arrowstyle="-|>", mutation_scale=12,
-                                 color=colour, lw=1.2, shrinkA=0, shrinkB=0))
+    """An arrow from (x0, y0) to (x1, y1)."""
+    _draw.arrow(ax, [(x0, y0), (x1, y1)], colour, 1.2)
 
 
 def draw():
-    fig = plt.figure(figsize=(10.0, 9.0))
-    ax = fig.add_axes([0, 0, 1, 1])
-    ax.set_xlim(0, 10.0)
-    ax.set_ylim(0, 9.0)
-    ax.axis("off")
-    ax.add_patch(Rectangle((0, 0), 10.0, 9.0, fc="white", ec="none", zorder=-10))
+    fig, ax = _draw.canvas(10.0, 9.0, per_inch=1)  # in inches
     right = col(len(TOKENS) - 1) + W / 2
 
     # Inputs: tokens (with the masked ones), segments, positions.
@@ -131,4 +117,4 @@ def draw():
 
 
 if __name__ == "__main__":
-    draw().savefig(pathlib.Path(__file__).with_suffix(".svg"))
+    _draw.save(draw(), __file__, text_as_paths=False)

@@ -7,40 +7,27 @@ orange marks how x_1 reaches the other end of the sequence: through a cone of 3 
 convolutions of kernel k = 3, through 2 dilated ones (dilation 1 then 3), along the recurrent
 chain, or in one step of self-attention.
 """
-from pathlib import Path
+from functools import partial
 
-import matplotlib
+from matplotlib.patches import Circle
 
-matplotlib.use("svg")
-import matplotlib.pyplot as plt  # noqa: E402
-from matplotlib.patches import Circle, Rectangle  # noqa: E402
-
-plt.rcParams["svg.fonttype"] = "path"  # glyphs as paths: the same in every browser
-plt.rcParams["font.family"] = "DejaVu Sans"
+import _draw
+from _draw import INK
 
 W, H = 750, 656  # canvas in 1/100 inch: 7.5 in wide, shown at about 720 px
 N = 7
-INK, MUTED, EDGE, PATH = "#222222", "#555555", "#c4c4c4", "#e07b39"
+MUTED, EDGE, PATH = "#555555", "#c4c4c4", "#e07b39"
 NODE = "#dce6f2"
 FONT, SMALL = 10.5, 9.5
 
-fig = plt.figure(figsize=(W / 100, H / 100))
-ax = fig.add_axes([0, 0, 1, 1])
-ax.set_xlim(0, W)
-ax.set_ylim(H, 0)
-ax.axis("off")
-ax.add_patch(Rectangle((0, 0), W, H, facecolor="white", edgecolor="none", zorder=-10))
+fig, ax = _draw.canvas(W, H, y_down=True)
+text = partial(_draw.text, ax, size=FONT, color=INK)
 
 
-def text(x, y, s, size=FONT, color=INK, **kw):
-    ax.text(x, y, s, fontsize=size, color=color, ha=kw.pop("ha", "center"),
-            va=kw.pop("va", "center"), **kw)
-
-
-def line(a, b, on_path=False, **kw):
-    ax.plot([a[0], b[0]], [a[1], b[1]], color=PATH if on_path else EDGE,
-            linewidth=2.2 if on_path else 1.0, zorder=3 if on_path else 1,
-            solid_capstyle="round", **kw)
+def line(a, b, on_path=False):
+    """A connection from a to b: orange and on top if x_1's signal takes it."""
+    _draw.line(ax, [a, b], PATH if on_path else EDGE, 2.2 if on_path else 1.0,
+               zorder=3 if on_path else 1, solid_capstyle="round")
 
 
 def node(p, on_path=False):
@@ -116,7 +103,7 @@ for i in range(N):
     node(grid[1][i], i == N - 1)
     text(grid[1][i][0], grid[1][i][1] - 20, f"$y_{i + 1}$", size=FONT)
 costs(375, 344 + 238, r"$O(n^2d)$", r"$O(1)$", r"$O(1)$")
-ax.plot([375, 375], [10, H - 10], color="#e4e4e4", linewidth=1)
-ax.plot([10, W - 10], [330, 330], color="#e4e4e4", linewidth=1)
+_draw.line(ax, [(375, 10), (375, H - 10)], "#e4e4e4", 1)
+_draw.line(ax, [(10, 330), (W - 10, 330)], "#e4e4e4", 1)
 
-fig.savefig(Path(__file__).with_suffix(".svg"), metadata={"Date": None})
+_draw.save(fig, __file__)

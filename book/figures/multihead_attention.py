@@ -6,49 +6,36 @@ A batch of 2 sequences, 3 steps, num_hiddens = 6 and num_heads = 3 (p = 2 featur
 drawn as grids of cells: one colour per head, so the reader can follow each head's block of
 features through W_q, transpose_qkv, the attention, transpose_output and W_o.
 """
-from pathlib import Path
+from functools import partial
 
-import matplotlib
+from matplotlib.patches import Rectangle
 
-matplotlib.use("svg")
-import matplotlib.pyplot as plt  # noqa: E402
-from matplotlib.patches import FancyArrowPatch, FancyBboxPatch, Rectangle  # noqa: E402
-
-plt.rcParams["svg.fonttype"] = "path"  # glyphs as paths: the same in every browser
-plt.rcParams["font.family"] = "DejaVu Sans"
+import _draw
+from _draw import INK
 
 W, H = 750, 890  # canvas in 1/100 inch: 7.5 in wide, shown at about 720 px
 HEADS = ["#3b75af", "#e07b39", "#3a9a5b"]  # head 1, 2, 3
-INK, MUTED, BOX = "#222222", "#555555", "#f2f2f2"
+MUTED, BOX = "#555555", "#f2f2f2"
 CELL, STEPS, BATCH = 12, 3, 2
 FONT, SMALL = 10.5, 9.5
 
-fig = plt.figure(figsize=(W / 100, H / 100))
-ax = fig.add_axes([0, 0, 1, 1])
-ax.set_xlim(0, W)
-ax.set_ylim(H, 0)
-ax.axis("off")
-ax.add_patch(Rectangle((0, 0), W, H, facecolor="white", edgecolor="none", zorder=-10))
-
-
-def text(x, y, s, size=FONT, color=INK, **kw):
-    ax.text(x, y, s, fontsize=size, color=color, ha=kw.pop("ha", "center"),
-            va=kw.pop("va", "center"), **kw)
+fig, ax = _draw.canvas(W, H, y_down=True)
+text = partial(_draw.text, ax, size=FONT, color=INK)
 
 
 def arrow(x0, y0, x1, y1, label=None, side="right"):
-    ax.add_patch(FancyArrowPatch((x0, y0), (x1, y1), arrowstyle="-|>", mutation_scale=12,
-                                 color=MUTED, linewidth=1.2, shrinkA=0, shrinkB=0))
+    """An arrow with an optional monospace ``label`` beside it, on ``side``."""
+    _draw.arrow(ax, [(x0, y0), (x1, y1)], MUTED, 1.2)
     if label:
         dx = 8 if side == "right" else -8
         text((x0 + x1) / 2 + dx, (y0 + y1) / 2, label, size=SMALL, color=MUTED,
              ha="left" if side == "right" else "right", family="monospace")
 
 
-def box(x, y, w, h, label, size=FONT, color=BOX, edge="#888888", mono=False):
-    ax.add_patch(FancyBboxPatch((x, y), w, h, boxstyle="round,pad=0,rounding_size=6",
-                                facecolor=color, edgecolor=edge, linewidth=1.0))
-    text(x + w / 2, y + h / 2, label, size=size, family="monospace" if mono else None)
+def box(x, y, w, h, label, size=FONT, face=BOX, edge="#888888", mono=False):
+    """A rounded box with top-left corner (x, y)."""
+    _draw.box(ax, x, y, w, h, label, face, edge, lw=1.0, size=size, color=INK,
+              family="monospace" if mono else None)
 
 
 def grid(x, y, rows, colours):
@@ -110,7 +97,7 @@ for cx, name, layer, width in [(130, "queries", "W_q", "d_q"), (375, "keys", "W_
     arrow(cx, 402, cx, 426)
 
 # The attention: one batched product for every (sequence, head) pair.
-box(40, 426, W - 80, 114, "", color="#fbfbfb")
+box(40, 426, W - 80, 114, "", face="#fbfbfb")
 text(W / 2, 446, "DotProductAttention: one batched product for all 6 (sequence, head) pairs",
      weight="bold")
 text(W / 2, 473, r"head $i$:  softmax$(Q_i K_i^\top / \sqrt{p})\, V_i$", size=FONT + 1)
@@ -130,4 +117,4 @@ arrow(cx, 770 + y, cx, 788 + y)
 full_tensor(cx, 790 + y, ["#7d6a9c"] * 6)
 text(cx, 854 + y, "output (batch, steps, num_hiddens): W_o mixes the heads", **MONO)
 
-fig.savefig(Path(__file__).with_suffix(".svg"), metadata={"Date": None})
+_draw.save(fig, __file__)

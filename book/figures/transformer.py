@@ -1,21 +1,18 @@
 """Draw transformer.svg: the Transformer of d2lattn.transformer, its three attention sites
 coloured by the mask each needs.
 
-    cd book/figures && python transformer.py
+    python book/figures/transformer.py
 
-Coordinates are pixels of the drawing (760 wide); text is 10-11 pt, about 13-15 px when the
-figure is shown at the page's width. The helpers below are shared with addnorm_placement.py.
+Coordinates are pixels of the drawing (770 wide); text is 9-11 pt, about 12-15 px when the
+figure is shown at the page's width. addnorm_placement.py uses this figure's style below.
 """
-import matplotlib
+from functools import partial
 
-matplotlib.use("svg")
-import matplotlib.pyplot as plt  # noqa: E402
-from matplotlib.patches import FancyArrowPatch, FancyBboxPatch, Rectangle  # noqa: E402
+from matplotlib.patches import FancyBboxPatch, Rectangle
 
-plt.rcParams.update({"svg.fonttype": "none", "svg.hashsalt": "d2lattn",
-                     "font.family": "DejaVu Sans", "font.size": 10})
+import _draw
+from _draw import INK
 
-INK = "#222222"
 # One colour per attention site (the mask it needs), used in the text and the legend too.
 PADDING = ("#fde2c4", "#c2620a")   # encoder self-attention: source padding
 CAUSAL = ("#e6dcf5", "#6a3fb0")    # decoder self-attention: causal
@@ -23,55 +20,26 @@ CROSS = ("#d3e8f8", "#1f6aa5")     # encoder-decoder attention: source padding
 NORM = ("#fff6bf", "#9a8300")      # AddNorm
 FFN = ("#d9f0d3", "#3b7d2a")       # PositionWiseFFN
 EMBED = ("#eeeeee", "#666666")     # embeddings, positions, output layer
+RESIDUAL = "#555555"
+
+# This figure's style: ink lines 1.4 wide, 10 pt text with the lines of a label 1.3 apart.
+arrow = partial(_draw.arrow, color=INK, lw=1.4)
+line = partial(_draw.line, color=INK, lw=1.4)
+label = partial(_draw.text, ha="left", size=10, color=INK, linespacing=1.3)
 
 
-def canvas(width, height):
-    """A figure of ``width`` x ``height`` px (100 px per inch) on an opaque white background,
-    with axes in px, y upwards."""
-    fig = plt.figure(figsize=(width / 100, height / 100))
-    ax = fig.add_axes((0, 0, 1, 1))
-    ax.set(xlim=(0, width), ylim=(0, height))
-    ax.axis("off")
-    ax.add_patch(Rectangle((0, 0), width, height, facecolor="white", edgecolor="none",
-                           zorder=-10))
-    return fig, ax
+def box(ax, x, y, w, h, text, colours=EMBED):
+    """A rounded box with lower-left corner (x, y), coloured by ``colours`` (face, edge)."""
+    return _draw.box(ax, x, y, w, h, text, *colours, lw=1.4, size=10, color=INK,
+                     linespacing=1.3)
 
 
-def box(ax, x, y, w, h, text, colours=EMBED, size=10, weight="normal", dashed=False):
-    """A rounded box with lower-left corner (x, y) and centred text; returns its centre."""
-    face, edge = colours
-    ax.add_patch(FancyBboxPatch((x, y), w, h, boxstyle="round,pad=0,rounding_size=6",
-                                facecolor=face, edgecolor=edge, linewidth=1.4,
-                                linestyle="--" if dashed else "-"))
-    ax.text(x + w / 2, y + h / 2, text, ha="center", va="center", size=size, weight=weight,
-            color=INK, linespacing=1.3)
-    return x + w / 2, y + h / 2
-
-
-def frame(ax, x, y, w, h, label, colour="#888888"):
-    """A dashed frame around a repeated block, with its label above the top-left corner."""
+def frame(ax, x, y, w, h, title):
+    """A dashed frame around a repeated block, its title inside the top-left corner."""
     ax.add_patch(FancyBboxPatch((x, y), w, h, boxstyle="round,pad=0,rounding_size=10",
-                                facecolor="#f7f7f7", edgecolor=colour, linewidth=1.2,
+                                facecolor="#f7f7f7", edgecolor="#888888", linewidth=1.2,
                                 linestyle="--", zorder=-5))
-    ax.text(x + 8, y + h - 8, label, ha="left", va="top", size=10, weight="bold", color=INK)
-
-
-def arrow(ax, points, colour=INK, width=1.4, head=True):
-    """A polyline through ``points`` ending in an arrow head."""
-    for (x0, y0), (x1, y1) in zip(points[:-2], points[1:-1]):
-        ax.plot([x0, x1], [y0, y1], color=colour, linewidth=width, solid_capstyle="butt")
-    ax.add_patch(FancyArrowPatch(points[-2], points[-1], arrowstyle="-|>" if head else "-",
-                                 mutation_scale=12, color=colour, linewidth=width,
-                                 shrinkA=0, shrinkB=0))
-
-
-def label(ax, x, y, text, size=10, ha="left", colour=INK, style="normal", weight="normal"):
-    ax.text(x, y, text, ha=ha, va="center", size=size, color=colour, style=style,
-            weight=weight, linespacing=1.3)
-
-
-def save(fig, name):
-    fig.savefig(f"{name}.svg", metadata={"Date": None})
+    ax.text(x + 8, y + h - 8, title, ha="left", va="top", size=10, weight="bold", color=INK)
 
 
 def attention(ax, x, y, w, name, site, mask, colours, side, kv_from_left=False):
@@ -82,31 +50,34 @@ def attention(ax, x, y, w, name, site, mask, colours, side, kv_from_left=False):
     for xi, qkv in zip(xs, "QKV"):
         arrow(ax, [(xi, y - 18), (xi, y)])
         label(ax, xi + 5, y - 9, qkv, size=9)
-    ax.plot([min(xs[0], side), max(xs[-1], side)], [y - 18, y - 18], color=INK, linewidth=1.4)
-
-
-def line(ax, points, colour=INK, width=1.4):
-    ax.plot(*zip(*points), color=colour, linewidth=width)
+    line(ax, [(min(xs[0], side), y - 18), (max(xs[-1], side), y - 18)])
 
 
 def residual(ax, x_side, y_from, y_to, x_into):
     """The residual path: from x_side at y_from up to y_to, into the AddNorm at x_into."""
-    arrow(ax, [(x_side, y_from), (x_side, y_to), (x_into, y_to)], colour="#555555", width=1.2)
+    arrow(ax, [(x_side, y_from), (x_side, y_to), (x_into, y_to)], color=RESIDUAL, lw=1.2)
 
 
-def main():
-    fig, ax = canvas(770, 860)
-    # ---------------- encoder (left) ----------------
+def inputs(ax, x, w, tokens, shape):
+    """A column's tokens, embedding and positions, and the stream up to its block's first
+    sublayer (y = 204); returns the column's centre x."""
+    cx = x + w / 2
+    box(ax, x, 10, w, 34, tokens)
+    arrow(ax, [(cx, 44), (cx, 62)])
+    box(ax, x, 62, w, 30, "Embedding(V, d) × √d")
+    arrow(ax, [(cx, 92), (cx, 110)])
+    box(ax, x, 110, w, 30, "+ PositionalEncoding, then dropout")
+    label(ax, cx + 6, 158, shape, size=9, style="italic")
+    line(ax, [(cx, 140), (cx, 204)])
+    return cx
+
+
+def encoder(ax):
+    """The encoder column on the left, and its output's route to the decoder's attention2."""
     ex, ew = 50, 280
-    ecx = ex + ew / 2
-    box(ax, ex, 10, ew, 34, "source tokens (batch, T), padded;\nvalid_lens (batch,)", EMBED)
-    arrow(ax, [(ecx, 44), (ecx, 62)])
-    box(ax, ex, 62, ew, 30, "Embedding(V, d) × √d", EMBED)
-    arrow(ax, [(ecx, 92), (ecx, 110)])
-    box(ax, ex, 110, ew, 30, "+ PositionalEncoding, then dropout", EMBED)
-    label(ax, ecx + 6, 158, "(batch, T, d)", size=9, style="italic")
+    ecx = inputs(ax, ex, ew, "source tokens (batch, T), padded;\nvalid_lens (batch,)",
+                 "(batch, T, d)")
     frame(ax, ex - 30, 176, ew + 42, 332, "TransformerEncoderBlock  × N")
-    line(ax, [(ecx, 140), (ecx, 204)])
     attention(ax, ex, 222, ew, "attention", "self-attention: Q = K = V = X",
               "mask: source padding (valid_lens)", PADDING, side=ex - 16)
     arrow(ax, [(ecx, 284), (ecx, 300)])
@@ -116,27 +87,24 @@ def main():
     arrow(ax, [(ecx, 416), (ecx, 432)])
     box(ax, ex, 432, ew, 42, "AddNorm  addnorm2\nLN(Y + dropout(FFN(Y)))", NORM)
     residual(ax, ex - 16, 204, 321, ex)
-    line(ax, [(ecx, 358), (ex - 16, 358)], colour="#555555", width=1.2)
+    line(ax, [(ecx, 358), (ex - 16, 358)], color=RESIDUAL, lw=1.2)
     residual(ax, ex - 16, 358, 453, ex)
     # the last block's output: keys and values of every decoder block's attention2
     kx, route_x = ex + ew - 30, 362
-    line(ax, [(kx, 474), (kx, 540), (route_x, 540), (route_x, 429)], CROSS[1], 1.8)
-    arrow(ax, [(route_x, 429), (420, 429)], colour=CROSS[1], width=1.8)
-    label(ax, route_x + 4, 441, "K, V", size=9, colour=CROSS[1], weight="bold")
+    line(ax, [(kx, 474), (kx, 540), (route_x, 540), (route_x, 429)], color=CROSS[1], lw=1.8)
+    arrow(ax, [(route_x, 429), (420, 429)], color=CROSS[1], lw=1.8)
+    label(ax, route_x + 4, 441, "K, V", size=9, color=CROSS[1], weight="bold")
     label(ax, ex - 20, 562, "enc_outputs (batch, T, d),\nthe last encoder block's output",
           size=9, style="italic")
-    # ---------------- decoder (right) ----------------
+
+
+def decoder(ax):
+    """The decoder column on the right, up to the logits."""
     dx, dw = 420, 300
-    dcx = dx + dw / 2
     side = dx + dw + 16
-    box(ax, dx, 10, dw, 34, "target tokens shifted right: <bos>, y₁, …\n(batch, T′)", EMBED)
-    arrow(ax, [(dcx, 44), (dcx, 62)])
-    box(ax, dx, 62, dw, 30, "Embedding(V, d) × √d", EMBED)
-    arrow(ax, [(dcx, 92), (dcx, 110)])
-    box(ax, dx, 110, dw, 30, "+ PositionalEncoding, then dropout", EMBED)
-    label(ax, dcx + 6, 158, "(batch, T′, d)", size=9, style="italic")
+    dcx = inputs(ax, dx, dw, "target tokens shifted right: <bos>, y₁, …\n(batch, T′)",
+                 "(batch, T′, d)")
     frame(ax, dx - 15, 176, dw + 47, 508, "TransformerDecoderBlock  × N")
-    line(ax, [(dcx, 140), (dcx, 204)])
     attention(ax, dx, 222, dw, "attention1", "masked self-attention, cache['self']",
               "mask: causal, query t sees keys 0…t", CAUSAL, side=side)
     arrow(ax, [(dcx, 284), (dcx, 300)])
@@ -152,7 +120,7 @@ def main():
     box(ax, dx, 608, dw, 42, "AddNorm  addnorm3", NORM)
     residual(ax, side, 204, 321, dx + dw)
     residual(ax, side, 380, 497, dx + dw)
-    line(ax, [(dcx, 534), (side, 534)], colour="#555555", width=1.2)
+    line(ax, [(dcx, 534), (side, 534)], color=RESIDUAL, lw=1.2)
     residual(ax, side, 534, 629, dx + dw)
     # output layer, entered off-centre so that the frame's label stays clear
     ox = dx + dw - 40
@@ -162,7 +130,10 @@ def main():
         "if tie_weights=True", EMBED)
     arrow(ax, [(dcx, 786), (dcx, 806)])
     box(ax, dx, 806, dw, 34, "logits (batch, T′, V)", EMBED)
-    # ---------------- legend: one colour per mask ----------------
+
+
+def legend(ax):
+    """One colour per mask, bottom left."""
     ly = 800
     label(ax, 20, ly + 32, "Masks of the three attention sites", size=11, weight="bold")
     for i, (colours, text) in enumerate([
@@ -173,7 +144,14 @@ def main():
         ax.add_patch(Rectangle((20, y - 9), 22, 18, facecolor=colours[0], edgecolor=colours[1],
                                linewidth=1.4))
         label(ax, 52, y, text, size=10)
-    save(fig, "transformer")
+
+
+def main():
+    fig, ax = _draw.canvas(770, 860)
+    encoder(ax)
+    decoder(ax)
+    legend(ax)
+    _draw.save(fig, __file__, text_as_paths=False)
 
 
 if __name__ == "__main__":
