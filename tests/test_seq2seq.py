@@ -130,6 +130,10 @@ def test_encoder_rejects_bad_shapes():
         net.encoder(tokens((2, 3, 1)))
     with pytest.raises(ValueError, match=r"valid_len must have shape \(2,\), got \(3,\)"):
         net.encoder(tokens((2, 3)), np.array([1, 2, 3]))
+    for lengths in ([1, 4], [-1, 2], [1.5, 2]):  # longer than the 3 steps, negative, fractional
+        with pytest.raises(ValueError, match=r"valid_len must hold integers in \[0, 3\] \(X has "
+                                             r"3 steps\), got \[(4|-1|1.5)"):
+            net.encoder(tokens((2, 3)), np.array(lengths))
 
 
 def test_encoder_rejects_zero_layers():
