@@ -577,6 +577,7 @@ def test_shadow_package_holds_stubs_and_not_the_forbidden_code(tmp_path):
 
 GROUP_TRACES = '''import glob, os, time
 seen = sorted(glob.glob("/tmp/**", recursive=True) + glob.glob("/dev/shm/*"))
+alive = len([pid for pid in os.listdir("/proc") if pid.isdigit()])
 startup = os.path.expanduser("~/.ipython/profile_default/startup")
 os.makedirs(startup, exist_ok=True)
 for path in ("/tmp/stash", "/dev/shm/stash", os.path.join(startup, "00-stash.py")):
@@ -604,15 +605,17 @@ def test_a_group_leaves_nothing_to_the_next_and_processes_are_capped(tmp_path):
     shadows = sandbox.Shadows(tmp_path)
 
     def group(number, forbid):
-        case = {"id": number, "question": f"q{number}", "examples": [["(seen, forked)", True]]}
+        case = {"id": number, "question": f"q{number}",
+                "examples": [["(seen, alive, forked)", True]]}
         return shadows(forbid), [[case]]
 
     (_, first, _), (_, second, _) = run_submission(
         [(1, GROUP_TRACES)], [group(0, ()), group(1, ("d2lattn.masked_softmax",))],
         timeout=60, case_timeout=5, max_output=10_000)
-    (seen, forked), = [[part["v"] for part in value["v"]] for value in first[0]["values"]]
+    (seen, alive, forked), = [[part["v"] for part in value["v"]]
+                              for value in first[0]["values"]]
     assert "stash" not in str(seen) and first[0]["values"] == second[1]["values"]
-    assert 0 < forked < sandbox.LIMITS["RLIMIT_NPROC"]
+    assert alive == 3 and 0 < forked < sandbox.LIMITS["RLIMIT_NPROC"]  # PID 1, runner, child
     assert processes_gone(runner.__doc__.splitlines()[0])  # every runner has ended
 
 

@@ -21,6 +21,7 @@ import shutil
 import signal
 import sys
 import threading
+import time
 
 MAX_ITEMS = 200_000  # numbers in one value
 MAX_TEXT = 10_000  # characters of one string or repr
@@ -198,7 +199,16 @@ class _Watcher:
                 os.kill(-1, signal.SIGKILL)  # every other process of the sandbox but this one
             except OSError:
                 pass
+            _wait_alone()
         _wipe(scratch, sandboxed)
+
+
+def _wait_alone(seconds=10):
+    """Wait until the sandbox holds no process but its init (PID 1) and this one: killed
+    processes end a moment later and count against the process limit until then."""
+    deadline, alone = time.monotonic() + seconds, {"1", str(os.getpid())}
+    while time.monotonic() < deadline and set(filter(str.isdigit, os.listdir("/proc"))) - alone:
+        time.sleep(0.01)
 
 
 def _wipe(scratch, sandboxed):
