@@ -665,6 +665,21 @@ def test_the_sandbox_starts_from_a_python_path_with_dot_dot(tmp_path, monkeypatc
     assert results[0]["values"] == [{"t": "num", "v": 3}], notes
 
 
+@needs_sandbox
+def test_the_sandboxed_package_keeps_its_data_files(tmp_path):
+    from d2lattn.data import load_paragraphs, read_doc_topics
+    from d2lattn.grading.execute import run_submission
+
+    examples = [["load_paragraphs()[:3]", True], ["read_doc_topics('test')[0][:3]", True]]
+    (_, results, notes), = run_submission(
+        [(1, "from d2lattn.data import load_paragraphs, read_doc_topics")],
+        [(sandbox.Shadows(tmp_path)(("d2lattn.masked_softmax",)),
+          [[{"id": 0, "question": "q", "examples": examples}]])], 60, 30, 1000)
+    assert results[0]["raised"] is None, (results, notes)
+    assert results[0]["values"] == [runner.encode(load_paragraphs()[:3]),
+                                    runner.encode(read_doc_topics("test")[0][:3])]
+
+
 def test_grading_refuses_to_run_without_a_sandbox(tmp_path, monkeypatch):
     monkeypatch.setattr(shutil, "which", lambda name: None)
     with pytest.raises(sandbox.SandboxError, match=r"apt-get install bubblewrap\) or, only for "

@@ -11,6 +11,7 @@ sandbox and empties ``/tmp``, so a group starts as the first one did. It never s
 expected value and decides nothing: anything it sends is, at worst, a value the submission
 chose to return. Standard library only, so it needs neither d2lattn nor numpy.
 """
+import base64
 import functools
 import importlib
 import json
@@ -142,8 +143,8 @@ def _preload(compat):
 
 
 def _fork_group(package, shell, inbox, send, scratch):
-    """Fork a child that writes ``package`` (``{relative path: source}``) to scratch/pkg,
-    then runs the cells and the case phases it reads from a pipe; ``(pid, pipe)``."""
+    """Fork a child that writes ``package`` (``{relative path: base64 of the file}``) to
+    scratch/pkg, then runs the cells and the case phases it reads from a pipe; ``(pid, pipe)``."""
     read, write = os.pipe()
     pid = os.fork()
     if pid:
@@ -154,10 +155,10 @@ def _fork_group(package, shell, inbox, send, scratch):
     try:
         os.setpgid(0, 0)
         root = os.path.join(scratch, "pkg")
-        for path, text in package.items():
+        for path, data in package.items():
             os.makedirs(os.path.dirname(os.path.join(root, path)), exist_ok=True)
-            with open(os.path.join(root, path), "w", encoding="utf-8") as file:
-                file.write(text)
+            with open(os.path.join(root, path), "wb") as file:
+                file.write(base64.b64decode(data))
         sys.path.insert(0, root)
         sys.path_importer_cache.pop(root, None)
         importlib.invalidate_caches()

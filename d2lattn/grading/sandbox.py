@@ -17,6 +17,7 @@ same verdict in the grader, but the submission can read and change anything the 
 can).
 """
 import ast
+import base64
 import json
 import os
 import queue
@@ -85,8 +86,8 @@ def shadow_package(forbid, folder):
 
 class Shadows:
     """``shadows(forbid)``: a d2lattn copy with ``forbid`` stubbed, as ``{relative path:
-    source}`` (what the runner writes in the sandbox), made once per set of names, in
-    subfolders of ``folder``; safe to call from several threads."""
+    base64 of the file}`` (what the runner writes in the sandbox; data files included), made
+    once per set of names, in subfolders of ``folder``; safe to call from several threads."""
 
     def __init__(self, folder):
         self.folder, self.made, self.lock = Path(folder), {}, threading.Lock()
@@ -96,8 +97,10 @@ class Shadows:
         with self.lock:
             if key not in self.made:
                 package = shadow_package(key, self.folder / f"shadow{len(self.made)}")
-                self.made[key] = {str(path.relative_to(package.parent)): path.read_text(
-                    encoding="utf-8") for path in package.rglob("*.py")}
+                self.made[key] = {
+                    str(path.relative_to(package.parent)): base64.b64encode(
+                        path.read_bytes()).decode() for path in package.rglob("*")
+                    if path.is_file()}
             return self.made[key]
 
 
