@@ -109,8 +109,7 @@ class ScoredAttention(gluon.nn.Block):
         _check_param_dtype(self, queries)
         shape = (queries.shape[0], queries.shape[1], keys.shape[1])
         kind = None if valid_lens is None else _check_valid_lens(valid_lens, shape)
-        if kind in ("some", "empty"):  # what padded keys and values hold stays out
-            keys, values = (_without_padding(x, valid_lens) for x in (keys, values))
+        keys, values = _without_padding(keys, values, valid_lens, kind)
         return self._attend(queries, keys, values, valid_lens, kind)
 
     def _attend(self, queries, keys, values, valid_lens, kind):
@@ -121,12 +120,17 @@ class ScoredAttention(gluon.nn.Block):
         return npx.batch_dot(self.dropout(self.attention_weights), values)
 
 
-def _without_padding(x, valid_lens):
-    """``x`` (batch, positions, width) with each position beyond every valid length of its
-    sequence set to 0, so that whatever padding holds (inf, NaN) reaches neither the outputs
-    nor a gradient. valid_lens: checked, (batch,) or (batch, queries)."""
-    longest = valid_lens.as_in_ctx(x.ctx).reshape(x.shape[0], -1).max(axis=1)
-    return sequence_mask(x, longest.astype("int32"), 0)
+def _without_padding(keys, values, valid_lens, kind):
+    """``keys`` and ``values`` (batch, positions, width) with each position beyond every
+    valid length of its sequence set to 0, so that whatever padding holds (inf, NaN) reaches
+    neither the outputs nor a gradient. valid_lens: checked, (batch,) or (batch, queries);
+    ``kind``: what the check returned (nothing to do unless "some" or "empty")."""
+    if kind not in ("some", "empty"):
+        return keys, values
+    longest = valid_lens.as_in_ctx(keys.ctx).reshape(keys.shape[0], -1).max(axis=1)
+    longest = longest.astype("int32")
+    masked_keys = sequence_mask(keys, longest, 0)
+    return masked_keys, masked_keys if values is keys else sequence_mask(values, longest, 0)
 
 
 def _check_inputs(queries, keys, values, no_keys=False):
@@ -360,8 +364,8 @@ class MultiHeadAttention(gluon.nn.Block):
         this call's projected, after the cached ones if ``cache`` is a dict."""
         if cache is not None and keys.shape[1] == 0:  # e.g. encoder outputs projected once
             return _cached(cache, q_shape)
-        if cache is None and kind in ("some", "empty"):  # what padding holds stays out
-            keys, values = (_without_padding(x, valid_lens) for x in (keys, values))
+        if cache is None:  # what padding holds stays out
+            keys, values = _without_padding(keys, values, valid_lens, kind)
         k = transpose_qkv(self.W_k(keys), self.num_heads)
         v = transpose_qkv(self.W_v(values), self.num_heads)
         return (k, v) if cache is None else _extend_cache(cache, k, v)
