@@ -200,7 +200,7 @@ class Seq2SeqAttentionDecoder(AttentionDecoder):
 
 def _check_tokens(X, valid_len, name="X"):
     """Raise unless ``X`` is (batch, steps) and ``valid_len`` None or (batch,) integers in
-    [0, steps] (a longer length was silently cut to ``steps``)."""
+    [0, steps]: the encoders would otherwise hide a longer length by cutting it to steps."""
     if X.ndim != 2:
         raise ValueError(f"{name} must be (batch, steps) token ids, got shape {X.shape}")
     if valid_len is not None:

@@ -127,15 +127,10 @@ def grade_notebook(nb, tests, limits, packages, unsafe=False):
         for test, first in zip(tests, _first_ids(tests)):
             if test["name"] in present:
                 groups.setdefault(tuple(sorted(test["forbid"])), []).append((test, first))
-        runs = [(members, packages(forbid), [[
-            request(case_id, test["name"], case["code"]) for test, first in members
-            for case_id, case in enumerate(cases_of(test, True), first)
-            if case.get("hidden", False) is hidden] for hidden in (False, True)])
-            for forbid, members in groups.items()]
         done = run_submission([(n, text) for n, text, _ in cells],
-                              [(package, [p for p in phases if p]) for _, package, phases in runs],
-                              **limits, unsafe=unsafe)
-        for (members, *_), (ran, got, said) in zip(runs, done):
+                              [(packages(forbid), _phases(members))
+                               for forbid, members in groups.items()], **limits, unsafe=unsafe)
+        for members, (ran, got, said) in zip(groups.values(), done):
             outputs = ran if outputs is None else outputs
             records.update(got)
             notes.update((test["name"], said) for test, _ in members)
@@ -153,6 +148,15 @@ def grade_notebook(nb, tests, limits, packages, unsafe=False):
                              forbidden_uses(own, test["forbid"]), outcome, records,
                              notes.get(test["name"], []), first))
     return scores, results, executed
+
+
+def _phases(members):
+    """The runner's case requests for ``members`` (``(test, first case id)`` pairs): the
+    public cases, then the hidden ones, leaving out an empty phase."""
+    phases = [[request(case_id, test["name"], case["code"]) for test, first in members
+               for case_id, case in enumerate(cases_of(test, True), first)
+               if case.get("hidden", False) is hidden] for hidden in (False, True)]
+    return [phase for phase in phases if phase]
 
 
 def feedback(assignment, student, rows, results, executed, seconds):
