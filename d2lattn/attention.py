@@ -129,8 +129,7 @@ def _without_padding(keys, values, valid_lens, kind):
         return keys, values
     longest = valid_lens.as_in_ctx(keys.ctx).reshape(keys.shape[0], -1).max(axis=1)
     longest = longest.astype("int32")
-    masked_keys = sequence_mask(keys, longest, 0)
-    return masked_keys, masked_keys if values is keys else sequence_mask(values, longest, 0)
+    return sequence_mask(keys, longest, 0), sequence_mask(values, longest, 0)
 
 
 def _check_inputs(queries, keys, values, no_keys=False):
