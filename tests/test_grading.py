@@ -23,7 +23,7 @@ import numpy as onp
 import pytest
 
 import d2lattn
-from d2lattn.grading import cases, check, grade, register, release, runner, sandbox, student
+from d2lattn.grading import cases, check, grade, register, release, runner, sandbox, shadow, student
 from d2lattn.grading import values
 from d2lattn.grading.__main__ import main
 from d2lattn.grading.batch import _safe_field, _student_id, load_bundle
@@ -560,7 +560,7 @@ def test_forbidden_uses_leaves_other_code_alone(code):
 # --- the sandbox --------------------------------------------------------------------------
 
 def test_shadow_package_holds_stubs_and_not_the_forbidden_code(tmp_path):
-    package = sandbox.shadow_package(["d2lattn.masked_softmax", "d2lattn.DotProductAttention"],
+    package = shadow.shadow_package(["d2lattn.masked_softmax", "d2lattn.DotProductAttention"],
                                      tmp_path)
     text = (package / "attention.py").read_text()
     real = (Path(d2lattn.__file__).parent / "attention.py").read_text()
@@ -572,7 +572,7 @@ def test_shadow_package_holds_stubs_and_not_the_forbidden_code(tmp_path):
     assert (package / "pooling.py").read_text() == \
         (Path(d2lattn.__file__).parent / "pooling.py").read_text()
     with pytest.raises(ValueError, match="forbid names 'd2lattn.no_such_thing', which is not"):
-        sandbox.shadow_package(["d2lattn.no_such_thing"], tmp_path / "x")
+        shadow.shadow_package(["d2lattn.no_such_thing"], tmp_path / "x")
 
 
 GROUP_TRACES = '''import glob, os, time
@@ -602,7 +602,7 @@ def test_a_group_leaves_nothing_to_the_next_and_processes_are_capped(tmp_path):
     or started; the number of processes is capped even when the grader runs as root."""
     from d2lattn.grading.execute import run_submission
 
-    shadows = sandbox.Shadows(tmp_path)
+    shadows = shadow.Shadows(tmp_path)
 
     def group(number, forbid):
         case = {"id": number, "question": f"q{number}",
@@ -644,7 +644,7 @@ def test_records_forged_by_a_group_never_reach_the_grader(tmp_path):
     whatever they write, the grader takes each group's own results."""
     from d2lattn.grading.execute import run_submission
 
-    shadows = sandbox.Shadows(tmp_path)
+    shadows = shadow.Shadows(tmp_path)
     cases = [{"id": n, "question": f"q{n}", "examples": [["x + 1", True]]} for n in (0, 1)]
     (_, first, _), (_, second, _) = run_submission(
         [(1, FORGER), (2, "x = 0")], [(shadows(()), [[cases[0]]]),
@@ -660,7 +660,7 @@ def test_the_sandbox_starts_from_a_python_path_with_dot_dot(tmp_path, monkeypatc
     up = "../" * (len(tmp_path.parts) - 1)  # a folder the sandbox does not have, then up to /
     monkeypatch.setattr(sys, "executable", f"{tmp_path}/{up}{sys.executable.lstrip('/')}")
     case = {"id": 0, "question": "q", "examples": [["1 + x", True]]}
-    (_, results, notes), = run_submission([(1, "x = 2")], [(sandbox.Shadows(tmp_path)(()),
+    (_, results, notes), = run_submission([(1, "x = 2")], [(shadow.Shadows(tmp_path)(()),
                                                             [[case]])], 30, 5, 1000)
     assert results[0]["values"] == [{"t": "num", "v": 3}], notes
 
@@ -673,7 +673,7 @@ def test_the_sandboxed_package_keeps_its_data_files(tmp_path):
     examples = [["load_paragraphs()[:3]", True], ["read_doc_topics('test')[0][:3]", True]]
     (_, results, notes), = run_submission(
         [(1, "from d2lattn.data import load_paragraphs, read_doc_topics")],
-        [(sandbox.Shadows(tmp_path)(("d2lattn.masked_softmax",)),
+        [(shadow.Shadows(tmp_path)(("d2lattn.masked_softmax",)),
           [[{"id": 0, "question": "q", "examples": examples}]])], 60, 30, 1000)
     assert results[0]["raised"] is None, (results, notes)
     assert results[0]["values"] == [runner.encode(load_paragraphs()[:3]),

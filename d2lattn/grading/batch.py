@@ -22,7 +22,8 @@ from .._checks import check_int, check_positive
 from .cases import cases_of, format_report, is_format, judge, parse_case, request
 from .forbid import forbidden_uses
 from .notebook import NotebookError, cell_source, is_grader_cell, parse_notebook, question_of
-from .sandbox import Shadows, check_sandbox
+from .sandbox import check_sandbox
+from .shadow import Shadows
 
 Row = namedtuple("Row", "student question points max reason")
 MAX_BYTES = 20 << 20  # a submission larger than this is not read
@@ -112,7 +113,7 @@ def grade_notebook(nb, tests, limits, packages, unsafe=False):
     the sandbox if it answers any question, then score every question of ``tests``.
 
     The questions that forbid the same objects share one run, in a sandbox whose d2lattn is
-    ``packages(forbidden names)`` (:class:`d2lattn.grading.sandbox.Shadows`): a question's
+    ``packages(forbidden names)`` (:class:`d2lattn.grading.shadow.Shadows`): a question's
     forbidden objects are absent from its own run only.
     """
     cells = [(number, cell_source(cell), question_of(cell))

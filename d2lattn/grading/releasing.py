@@ -14,7 +14,8 @@ from . import cases
 from .notebook import (QUESTION_LIKE, REGISTRATION, TESTS, TESTS_LIKE, cell_source,
                        check_call, first_line, parse_options, plain_markdown, question_header,
                        read_notebook, split_tests, strip_solutions)
-from .sandbox import Shadows, check_sandbox
+from .sandbox import check_sandbox
+from .shadow import Shadows
 
 LIMITS = {"timeout": 900, "case_timeout": 120, "max_output": 1_000_000}
 

@@ -1,0 +1,89 @@
+"""The d2lattn copy a group of questions runs with: each forbidden object replaced by a stub
+that raises, so that its code is nowhere in the sandbox (see :mod:`d2lattn.grading.sandbox`)."""
+import ast
+import base64
+import shutil
+import sys
+import threading
+from pathlib import Path
+
+
+def shadow_package(forbid, folder):
+    """Copy ``d2lattn`` into ``folder`` with each object of ``forbid`` (dotted names) replaced
+    by a stub that raises PermissionError; return the copy's path. Raises ValueError for a name
+    that is not a function or class defined at the top of a d2lattn module."""
+    import d2lattn
+
+    source = Path(d2lattn.__file__).resolve().parent
+    target = Path(folder) / "d2lattn"
+    shutil.copytree(source, target, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+    stubs = {}
+    for dotted in forbid:
+        obj = _resolve(dotted)
+        stubs.setdefault(obj.__module__, {})[obj.__name__] = dotted
+    for module, names in stubs.items():
+        path = target.joinpath(*module.split(".")[1:])
+        path = path / "__init__.py" if path.is_dir() else path.with_suffix(".py")
+        path.write_text(_stubbed(path.read_text(encoding="utf-8"), names), encoding="utf-8")
+    return target
+
+
+class Shadows:
+    """``shadows(forbid)``: a d2lattn copy with ``forbid`` stubbed, as ``{relative path:
+    base64 of the file}`` (what the runner writes in the sandbox; data files included), made
+    once per set of names, in subfolders of ``folder``; safe to call from several threads."""
+
+    def __init__(self, folder):
+        self.folder, self.made, self.lock = Path(folder), {}, threading.Lock()
+
+    def __call__(self, forbid):
+        key = tuple(sorted(forbid))
+        with self.lock:
+            if key not in self.made:
+                package = shadow_package(key, self.folder / f"shadow{len(self.made)}")
+                self.made[key] = {
+                    str(path.relative_to(package.parent)): base64.b64encode(
+                        path.read_bytes()).decode() for path in package.rglob("*")
+                    if path.is_file()}
+            return self.made[key]
+
+
+def _resolve(dotted):
+    import d2lattn
+
+    import d2lattn.data.pretrain  # noqa: F401 - modules the package does not import itself
+
+    parts = dotted.split(".")
+    obj = d2lattn if parts[0] == "d2lattn" else None
+    for part in parts[1:]:
+        obj = getattr(obj, part, None)
+    if obj is None and len(parts) == 2:  # d2lattn.<name> of a module: the only one defining it
+        found = {id(o): o for name, module in list(sys.modules.items())
+                 if name.startswith("d2lattn.") for o in [getattr(module, parts[1], None)]
+                 if o is not None}
+        obj = next(iter(found.values())) if len(found) == 1 else None
+    if not (callable(obj) and getattr(obj, "__module__", "").startswith("d2lattn.")
+            and getattr(sys.modules[obj.__module__], obj.__name__, None) is obj):
+        raise ValueError(f"forbid names {dotted!r}, which is not a function or class defined "
+                         "at the top of a d2lattn module")
+    return obj
+
+
+def _stubbed(text, names):
+    """Module source with the top-level definitions of ``names`` replaced by raising stubs."""
+    lines = text.splitlines()
+    for node in sorted(ast.parse(text).body, key=lambda n: n.lineno, reverse=True):
+        if isinstance(node, (ast.FunctionDef, ast.ClassDef)) and node.name in names:
+            start = min([node.lineno] + [d.lineno for d in node.decorator_list]) - 1
+            message = (f"{names[node.name]} is forbidden in this question: it asks you "
+                       "to write it yourself")
+            body = (f"def {node.name}(*args, **kwargs):\n    raise PermissionError({message!r})"
+                    if isinstance(node, ast.FunctionDef) else
+                    f"class {node.name}:\n"  # instances may exist; using one raises
+                    f"    def __init__(self, *args, **kwargs):\n        pass\n\n"
+                    f"    def __getattr__(self, name):\n"
+                    f"        raise PermissionError({message!r})\n\n"
+                    f"    def __call__(self, *args, **kwargs):\n"
+                    f"        raise PermissionError({message!r})")
+            lines[start:node.end_lineno] = body.splitlines()
+    return "\n".join(lines) + "\n"
