@@ -1240,12 +1240,12 @@ def test_batch_time_per_submission(batch):
 @needs_sandbox
 def test_a_grader_failure_on_one_submission_does_not_stop_the_batch(tmp_path, monkeypatch,
                                                                     bundle):
-    from d2lattn.grading import execute
+    from d2lattn.grading import batch
 
     def fail(*args, **kwargs):
         raise RuntimeError("sandbox failed to start")
 
-    monkeypatch.setattr(execute, "run_submission", fail)
+    monkeypatch.setattr(batch, "run_submission", fail)
     folder = tmp_path / "subs"
     folder.mkdir()
     (folder / "a.ipynb").write_text(SAMPLE.read_text())

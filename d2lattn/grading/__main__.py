@@ -1,9 +1,11 @@
 """Command line: ``python -m d2lattn.grading release SOURCE --out DIR`` and
 ``python -m d2lattn.grading grade SUBMISSIONS --bundle DIR --out DIR``."""
 import argparse
+import sys
 
 from .batch import MAX_BYTES, grade
 from .releasing import release
+from .sandbox import SandboxError
 
 
 UNSAFE = ("run the notebooks WITHOUT a sandbox (where bubblewrap is missing): a submission can "
@@ -31,6 +33,14 @@ def main(argv=None):
     gra.add_argument("--jobs", type=int, help="submissions graded at a time (default: cores)")
     gra.add_argument("--unsafe", action="store_true", help=UNSAFE)
     args = parser.parse_args(argv)
+    try:
+        _run(args)
+    except SandboxError as err:  # the sandbox cannot run here, or failed for every student
+        print(f"error: {err}", file=sys.stderr)
+        sys.exit(2)
+
+
+def _run(args):
     if args.command == "release":
         for path in release(args.source, args.out, unsafe=args.unsafe):
             print(f"wrote {path}")

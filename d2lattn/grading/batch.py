@@ -20,14 +20,16 @@ from pathlib import Path
 
 from .._checks import check_int, check_positive
 from .cases import cases_of, format_report, is_format, judge, parse_case, request
+from .execute import NO_RUN, run_submission
 from .forbid import forbidden_uses
 from .notebook import NotebookError, cell_source, is_grader_cell, parse_notebook, question_of
-from .sandbox import check_sandbox
+from .sandbox import SandboxError, check_sandbox
+from .values import one_line
 from .shadow import Shadows
 
 Row = namedtuple("Row", "student question points max reason")
 MAX_BYTES = 20 << 20  # a submission larger than this is not read
-FORBIDDEN = re.compile(r"PermissionError: (d2lattn(?:\.\w+)+) is forbidden in this question")
+FORBIDDEN = "PermissionError: {} is forbidden in this question"  # what a stub raises
 
 
 def grade(submissions, bundle, out, assignment=None, timeout=300, case_timeout=10,
@@ -48,7 +50,9 @@ def grade(submissions, bundle, out, assignment=None, timeout=300, case_timeout=1
     ``out/executed/<student>.ipynb`` (the code cells that ran, with their text outputs).
     Students are file names made safe (letters, digits, ``._-``; a hash of the name if it
     had to change). ``log`` is called with one line per student. ``jobs`` submissions are
-    graded at a time (default: the number of cores). Returns the rows.
+    graded at a time (default: the number of cores). Returns the rows. Raises SandboxError
+    (after writing everything) if two or more submissions were run and the sandbox of every
+    one ended before any cell ran: the sandbox, not the students, failed.
     """
     if log is not None and not callable(log):
         raise TypeError(f"log must be callable or None, got {log!r}")
@@ -62,7 +66,7 @@ def grade(submissions, bundle, out, assignment=None, timeout=300, case_timeout=1
     check_sandbox(unsafe)
     for folder in ("feedback", "executed"):
         (out / folder).mkdir(parents=True, exist_ok=True)
-    rows = []
+    rows, ran = [], []  # ran: for each notebook run, whether its sandbox ran a cell
     with tempfile.TemporaryDirectory() as tmp, ThreadPoolExecutor(jobs) as pool, \
             open(out / "grades.csv", "w", newline="", encoding="utf-8") as table:
         packages = Shadows(tmp)
@@ -90,6 +94,11 @@ def grade(submissions, bundle, out, assignment=None, timeout=300, case_timeout=1
                     json.dumps(executed, indent=1, ensure_ascii=False), encoding="utf-8")
             if log:
                 log(f"{student}: {_total(student_rows)} points in {seconds:.1f} s")
+            if executed is not None:  # its code went to a sandbox
+                ran.append(not any(NO_RUN in row.reason for row in student_rows))
+    if len(ran) >= 2 and not any(ran):
+        raise SandboxError(f"every submission's sandbox ended before its first cell ran; the "
+                           f"grades in {out} say so, but the sandbox, not the students, failed")
     return rows
 
 
@@ -122,8 +131,6 @@ def grade_notebook(nb, tests, limits, packages, unsafe=False):
     present = {question for *_, question in cells} & {test["name"] for test in tests}
     outputs, records, notes, executed = None, {}, {}, None
     if present:
-        from .execute import run_submission
-
         groups = {}
         for test, first in zip(tests, _first_ids(tests)):
             if test["name"] in present:
@@ -167,11 +174,13 @@ def feedback(assignment, student, rows, results, executed, seconds):
     lines = [f"# {assignment}: {student}", "",
              f"Score: {_total(rows)} points (graded in {seconds:.1f} s).", ""]
     ran = [cell["metadata"]["d2lattn"] for cell in (executed["cells"] if executed else [])]
-    errors = [f"- cell {meta['cell']}: {meta['error']:.200}" for meta in ran if meta["error"]]
+    errors = [f"- cell {meta['cell']}: {one_line(meta['error'], 200)}" for meta in ran
+              if meta["error"]]
     if errors:
         lines += ["Cells that raised an error:", ""] + errors + [""]
     for row in rows:
-        lines += [f"## {row.question}: {row.points:g} of {row.max:g} points", "", row.reason, ""]
+        lines += [f"## {row.question}: {row.points:g} of {row.max:g} points", "",
+                  one_line(row.reason, None), ""]
         if row.question in results:
             lines += ["```", format_report(row.question, results[row.question]), "```", ""]
     return "\n".join(lines)
@@ -271,9 +280,10 @@ def _score(test, present, uses, outcome, records, notes, first):
         return name, 0, points, f"uses {', '.join(uses)}, which this question forbids"
     scored = [case for case in outcome if not case["format"]]
     passed = sum(case["passed"] for case in scored)
-    called = sorted({match[1] for case_id in range(first, first + len(outcome))
-                     for match in [FORBIDDEN.match((records.get(case_id) or {}).get("raised")
-                                                   or "")] if match})
+    raised = [(records.get(case_id) or {}).get("raised") or ""
+              for case_id in range(first, first + len(outcome))]
+    called = [name for name in sorted(test["forbid"])  # named by the bundle, not the sandbox
+              if any(text.startswith(FORBIDDEN.format(name)) for text in raised)]
     extra = [f"called {', '.join(called)}, which this question forbids"] if called else []
     reason = "; ".join([_verdict(outcome)] + extra + notes)
     return name, round(points * passed / max(len(scored), 1), 2), points, reason

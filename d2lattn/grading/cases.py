@@ -60,7 +60,7 @@ def judge(code, record, expected):
     wanted = 0
     for index, example in enumerate(examples):
         if record["at"] == index:
-            return _failure(message, example, f"raised {record['raised']}")
+            return _failure(message, example, f"raised {values.one_line(record['raised'])}")
         if example.want:
             if wanted >= min(len(record["values"]), len(expected)):
                 return _failure(message, example, "no value")

@@ -11,6 +11,7 @@ from pathlib import Path
 from .sandbox import LIMITS, Run
 
 STARTUP = 30  # seconds for a group's child to start, beyond the cells' time limit
+NO_RUN = "the sandbox ended before any cell ran"
 IMPORTS = re.compile(r"^\s*(import|from)\s+(d2lattn|mxnet)\b", re.M)  # worth preloading
 COMPAT = (Path(__file__).parents[1] / "_compat.py").read_text(encoding="utf-8")
 
@@ -33,8 +34,7 @@ def run_submission(cells, groups, timeout, case_timeout, max_output, unsafe=Fals
     done = []
     try:
         warm = any(IMPORTS.search(text) for _, text in cells)
-        run.send({"limits": dict(LIMITS, RLIMIT_CPU=int(cpu)), "compat": COMPAT if warm else None,
-                  "scratch": run.scratch, "sandboxed": not unsafe})
+        run.send(run.start(dict(LIMITS, RLIMIT_CPU=int(cpu)), COMPAT if warm else None))
         for package, phases in groups:
             *result, ready = _run_group(run, package, cells, phases, timeout, case_timeout,
                                         max_output)
@@ -45,19 +45,25 @@ def run_submission(cells, groups, timeout, case_timeout, max_output, unsafe=Fals
                 break
     finally:
         run.close()
+    if run.over_budget:
+        done[-1][2].append(f"the sandbox sent more than {run.budget} values; the rest "
+                           "were dropped")
     return done
 
 
 def _run_group(run, package, cells, phases, timeout, case_timeout, max_output):
     numbers = {number for number, _ in cells}
     outputs, results, notes, tag = {}, {}, [], secrets.token_hex(16)
+    run.listen(tag, [("cell", n) for n in numbers] + [
+        ("case", case["id"]) for phase in phases for case in phase] + [
+        ("phase_done", i) for i in range(len(phases))] + [("cells_done",), ("child_ended",)])
     if not run.send({"package": package, "tag": tag}):
-        return outputs, results, ["the sandbox ended"], False
+        return outputs, results, [NO_RUN], False
     run.send({"cells": [list(cell) for cell in cells], "timeout": timeout,
               "max_output": max_output})
     taken, how, stopped = run.collect(
         lambda r: _is_cell(r, numbers) and r["cell"] not in outputs, "cells_done",
-        timeout + STARTUP, tag)
+        timeout + STARTUP)
     outputs = {r["cell"]: {"text": r["text"][:max_output], "error": r["error"]} for r in taken}
     if how != "done":
         notes.append(_stopped(how, "while its cells ran", outputs))
@@ -70,15 +76,15 @@ def _run_group(run, package, cells, phases, timeout, case_timeout, max_output):
             ids = {case["id"] for case in phase}
             run.send({"cases": phase, "case_timeout": case_timeout})
             taken, how, _ = run.collect(lambda r: _is_case(r, ids) and r["case"] not in results,
-                                        "phase_done", case_timeout * _examples(phase) + 10,
-                                        tag)
+                                        "phase_done", case_timeout * _examples(phase) + 10)
             results.update((r["case"], r) for r in taken)
             if how != "done":
                 notes.append(_stopped(how, "while the tests ran", outputs))
                 break
     end = secrets.token_hex(16)  # sent to the runner only: the group's processes never see it
+    run.listen(end, [("group_done",)])
     run.send({"end": end})
-    _, how, _ = run.collect(lambda r: False, "group_done", 10, end, ended=None)
+    _, how, _ = run.collect(lambda r: False, "group_done", 10, ended=None)
     return outputs, results, notes, how == "done"
 
 
@@ -89,7 +95,9 @@ def _examples(phase):
 def _stopped(how, when, outputs):
     if how == "timeout":
         return f"the sandbox was stopped at its time limit {when}"
-    return f"the sandbox ended {when}" + (f" (after cell {max(outputs)})" if outputs else "")
+    if outputs:
+        return f"the sandbox ended {when} (after cell {max(outputs)})"
+    return NO_RUN if when == "while its cells ran" else f"the sandbox ended {when}"
 
 
 def _is_cell(record, numbers):

@@ -7,7 +7,9 @@ forked child receives the group's copy of d2lattn, runs the submission's code ce
 public cases' example sources, then the hidden ones (only after every public result is in),
 and sends back each cell's text output and, for each case, the values its examples returned,
 as plain data (:func:`encode`). Between groups the runner kills every other process of the
-sandbox and empties ``/tmp``, so a group starts as the first one did. It never sees an
+sandbox and empties ``/tmp`` and ``/dev/shm``, so a group starts as the first one did (the
+seccomp filter leaves no other place: no IPC, no keyring, see
+:mod:`d2lattn.grading.syscalls`). It never sees an
 expected value and decides nothing: anything it sends is, at worst, a value the submission
 chose to return. Standard library only, so it needs neither d2lattn nor numpy.
 """
@@ -27,7 +29,7 @@ import time
 MAX_ITEMS = 200_000  # numbers in one value
 MAX_TEXT = 10_000  # characters of one string or repr
 SHOWN = 300  # characters of an error message
-NOBODY = 65534  # the user a sandbox started by root runs submissions as
+KEYCTL_JOIN_SESSION_KEYRING = 1
 
 
 def encode(value, depth=0):
@@ -87,8 +89,10 @@ def main():
         channel.flush()
 
     start = json.loads(inbox.readline())
-    scratch, sandboxed = start["scratch"], start["sandboxed"]
-    _limit_resources(start["limits"], sandboxed)
+    scratch, sandboxed, keep = start["scratch"], start["sandboxed"], start["keep"]
+    _become(start["uid"])
+    _new_session_keyring(start["keyctl"])
+    _limit_resources(start["limits"])
     _preload(start.get("compat"))
     shell = _shell()
     _not_dumpable()
@@ -105,7 +109,7 @@ def main():
                 os.write(pipe, line.encode())
             except OSError:
                 pass  # the child has ended: the watcher has said so
-        watcher.end(pipe, scratch, sandboxed)
+        watcher.end(pipe, scratch, sandboxed, keep)
         send({"group_done": True, "tag": message.get("end")})  # a tag the child never saw
 
 
@@ -165,9 +169,9 @@ def _fork_group(package, shell, inbox, send, scratch):
         messages = os.fdopen(read, "r", encoding="utf-8")
         request = json.loads(messages.readline())
         send({"cells_done": _run_cells(shell, request, send)})
-        for line in messages:
+        for index, line in enumerate(messages):
             _run_cases(shell.user_ns, json.loads(line), send)
-            send({"phase_done": True})
+            send({"phase_done": index})
     finally:
         os._exit(0)
 
@@ -185,8 +189,9 @@ class _Watcher:
         if not self.ending.is_set():
             send({"child_ended": True})
 
-    def end(self, pipe, scratch, sandboxed):
-        """Kill the child and everything it started; empty the sandbox's private folders."""
+    def end(self, pipe, scratch, sandboxed, keep):
+        """Kill the child and everything it started; empty the sandbox's private folders
+        but the folders ``keep`` (the Python installation, where it lies under /tmp)."""
         self.ending.set()
         os.close(pipe)
         for target in (-self.pid, self.pid):
@@ -201,7 +206,7 @@ class _Watcher:
             except OSError:
                 pass
             _wait_alone()
-        _wipe(scratch, sandboxed)
+        _empty(scratch, sandboxed, keep)
 
 
 def _wait_alone(seconds=10):
@@ -212,34 +217,62 @@ def _wait_alone(seconds=10):
         time.sleep(0.01)
 
 
-def _wipe(scratch, sandboxed):
+def _empty(scratch, sandboxed, keep):
     """Remove every file the group wrote (in the sandbox: all of /tmp and /dev/shm), so that
     nothing of it reaches the next group; recreate home and work."""
     for folder in [scratch] + (["/dev/shm"] if sandboxed else []):
-        for name in os.listdir(folder) if os.path.isdir(folder) else []:
-            path = os.path.join(folder, name)
-            if os.path.isdir(path) and not os.path.islink(path):
-                shutil.rmtree(path, ignore_errors=True)
-            else:
-                try:
-                    os.unlink(path)
-                except OSError:
-                    pass
+        _wipe(folder, keep)
     for folder in ("home", "work"):
         os.makedirs(os.path.join(scratch, folder), exist_ok=True)
     os.chdir(os.path.join(scratch, "work"))
 
 
-def _limit_resources(limits, sandboxed):
-    """Set the limits; in a sandbox started by root, first become ``nobody``, whose processes
-    the kernel counts (it never counts root's)."""
-    if sandboxed and os.getuid() == 0:
+def _wipe(folder, keep):
+    """Remove everything in ``folder`` but the paths ``keep`` and the folders above them."""
+    for name in os.listdir(folder) if os.path.isdir(folder) else []:
+        path = os.path.join(folder, name)
+        if any(kept == path or kept.startswith(path + "/") for kept in keep):
+            if path not in keep:
+                _wipe(path, keep)
+        elif os.path.isdir(path) and not os.path.islink(path):
+            shutil.rmtree(path, ignore_errors=True)
+        else:
+            try:
+                os.unlink(path)
+            except OSError:
+                pass
+
+
+def _become(uid):
+    """In a sandbox started by root, become ``uid`` (and its group), a user of this sandbox
+    alone, whose processes the kernel counts (it never counts root's); every capability goes
+    with root. Nothing to do elsewhere."""
+    if uid is not None:
         os.setgroups([])
-        os.setgid(NOBODY)
-        os.setuid(NOBODY)  # and with it every capability is gone
+        os.setgid(uid)
+        os.setuid(uid)
+
+
+def _new_session_keyring(keyctl):
+    """Join a new anonymous session keyring (system call number ``keyctl``), leaving the
+    grader's; the seccomp filter denies every other keyring call. Raises OSError if the
+    kernel refuses: then no submission runs."""
+    if keyctl is None:
+        return
+    import ctypes
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.syscall(keyctl, KEYCTL_JOIN_SESSION_KEYRING, None) < 0:
+        err = ctypes.get_errno()
+        raise OSError(err, f"cannot join a new session keyring: {os.strerror(err)}")
+
+
+def _limit_resources(limits):
+    """Set the limits (not the process count of root, which the kernel ignores: only with
+    --unsafe, where the grader kills the session at the end)."""
     for name, value in limits.items():
         if name == "RLIMIT_NPROC" and os.getuid() == 0:
-            continue  # --unsafe as root: not counted; the grader kills the session at the end
+            continue
         resource.setrlimit(getattr(resource, name), (value, value))
 
 

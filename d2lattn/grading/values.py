@@ -52,7 +52,18 @@ def show(value, limit=SHOWN):
         text = _text(value)
     except (BadValue, TypeError, ValueError, KeyError, RecursionError):
         text = "<not a value>"
-    return text if limit is None or len(text) <= limit else text[:limit] + " ..."
+    return one_line(text, limit)
+
+
+def one_line(text, limit=SHOWN):
+    """``text`` (a submission's, say) safe to show in a report: cut to ``limit`` characters
+    (None: no cut), then every character that is not printable (a line break, a control
+    character) escaped as Python would, so it stays on one line and can close nothing."""
+    text = str(text)
+    cut = text if limit is None or len(text) <= limit else text[:limit]
+    shown = "".join(c if c.isprintable() else c.encode("unicode_escape").decode("ascii")
+                    for c in cut)
+    return shown if cut is text else shown + " ..."
 
 
 def _kind(value):
