@@ -26,7 +26,9 @@ import d2lattn
 from d2lattn.grading import cases, check, grade, register, release, runner, sandbox, shadow, student
 from d2lattn.grading import values
 from d2lattn.grading.__main__ import main
-from d2lattn.grading.batch import _safe_field, _student_id, load_bundle
+from d2lattn.grading.batch import load_bundle
+from d2lattn.grading.gradebook import safe_field as _safe_field
+from d2lattn.grading.submissions import safe_id as _student_id
 from d2lattn.grading.forbid import forbidden_uses
 from d2lattn.grading.notebook import (STUB, NotebookError, cell_source, is_grader_cell,
                                       parse_options, plain_markdown, question_of,
@@ -1090,8 +1092,11 @@ EXPECTED = {
                 for q in QUESTIONS},
     "loops": {"q1_softmax": (2, rf"^4 of 4 cases passed; time limit of {TIMEOUT} s reached in "
                                 r"cell 5; later cells did not run$"),
-              "q2_nw": (0, r"^0 of 4 cases passed; failed: .*; time limit of 15 s"),
-              "q3_weight": (0, r"^0 of 1 cases passed; failed: .*; time limit of 15 s")},
+              # one budget per notebook: the loop used it up in q1's group
+              "q2_nw": (0, r"^0 of 4 cases passed; failed: .*; the notebook's time limit of "
+                           r"15 s was used up before these questions ran$"),
+              "q3_weight": (0, r"^0 of 1 cases passed; failed: .*; the notebook's time limit "
+                               r"of 15 s was used up")},
     "prints": FULL,
     "deleted": dict(FULL, q2_nw=(0, r"^question cell missing$")),
     "forbidden": dict(FULL, q1_softmax=(0, r"^uses d2lattn.masked_softmax \(cell 4, line 2\), "
@@ -1101,19 +1106,18 @@ EXPECTED = {
     "empty_notebook": {q: (0, r"^question cell missing$") for q in QUESTIONS},
     "not_json": {q: (0, r"^not valid JSON \(") for q in QUESTIONS},
     "empty_file": {q: (0, r"^empty file$") for q in QUESTIONS},
-    "unzipped": {q: (0, r"^a folder, not a notebook file$") for q in QUESTIONS},
 }
 HOSTILE = {  # entry: (its student id, its scores)
     "caf\\xe9.ipynb": (r"caf__[0-9a-f]{8}", FULL), "n * 249 + .ipynb": (r"n{64}_[0-9a-f]{8}", ZERO),
     "alice.ipynb": ("alice", FULL),
-    "alice/": (r"alice_[0-9a-f]{8}", {q: (0, "^a folder") for q in QUESTIONS}),
     "bad\\nname.ipynb": (r"bad_name_[0-9a-f]{8}", ZERO),
     "=HYPERLINK(1).ipynb": (r"s_HYPERLINK_1__[0-9a-f]{8}", ZERO),
     "link.ipynb": ("link", {q: (0, r"^a symbolic link, not graded$") for q in QUESTIONS}),
     "fifo.ipynb": ("fifo", {q: (0, r"^not a regular file$") for q in QUESTIONS}),
     "huge.ipynb": ("huge", {q: (0, rf"^larger than {MAX_BYTES} bytes$") for q in QUESTIONS}),
-    "notes.txt": (r"notes\.txt", {q: (0, r"^not a .ipynb file$") for q in QUESTIONS}),
 }
+SKIPPED = {"unzipped/": "a folder without a notebook", "alice/": "a folder without a notebook",
+           "notes.txt": "not a notebook (.ipynb)"}
 
 
 def test_batch_gives_every_entry_a_row_per_question_and_a_safe_unique_id(batch):
@@ -1146,6 +1150,13 @@ def test_hostile_folder_entries_get_safe_ids_and_never_hang_or_follow_links(batc
     for question, (points, reason) in expected.items():
         assert got[question].points == points and re.search(reason, got[question].reason), \
             got[question]
+
+
+def test_entries_that_are_not_notebooks_are_skipped_not_students(batch):
+    rows, out, *_ = batch
+    with open(out / "skipped.csv", newline="") as table:
+        assert {r["entry"]: r["why"] for r in csv.DictReader(table)} == SKIPPED
+    assert not ids(rows) & {"notes.txt", "unzipped", "alice_"}
 
 
 def test_every_route_to_a_forbidden_object_reaches_a_stub(batch):
@@ -1230,7 +1241,8 @@ def test_batch_time_per_submission(batch):
     """One line per student: a submission costs about two sandbox starts here (its questions
     forbid two different sets of objects), a loop its time limit."""
     rows, out, log, seconds, _ = batch
-    times = {line.split(":")[0]: float(re.search(r"in ([\d.]+) s$", line)[1]) for line in log}
+    times = {line.split(":")[0]: float(re.search(r"points in ([\d.]+) s$", line)[1])
+             for line in log if re.search(r"points in ([\d.]+) s$", line)}
     print(f"\ngraded {len(times)} entries in {seconds:.1f} s:",
           ", ".join(f"{name} {t:.1f} s" for name, t in sorted(times.items())))
     assert set(times) == ids(rows)
@@ -1274,7 +1286,7 @@ def test_grade_rejects_bad_arguments(tmp_path):
         grade(tmp_path, bundle, tmp_path / "out", assignment="ch9")
     (bundle / "other.json").write_text(json.dumps({"assignment": "other", "tests": []}))
     with pytest.raises(ValueError, match=r"assignment must be one of the bundle's \['other', "
-                                         r"'sample'\] .*got None"):
+                                         r"'sample'\], got None: the notebooks name none"):
         grade(tmp_path, bundle, tmp_path / "out")
 
 
@@ -1287,8 +1299,11 @@ def test_command_line_grades_and_unsafe_mode_gives_the_same_verdict(tmp_path, ca
     main(["grade", str(folder), "--bundle", str(bundle), "--out", str(tmp_path / "grades"),
           "--timeout", "20"])
     out = capsys.readouterr().out
-    assert re.fullmatch(r"broken: 0 of 6 points in [\d.]+ s\nmaster: 6 of 6 points in [\d.]+ s\n"
-                        r"wrote 6 rows to .*grades.csv\n", out)
+    assert sorted(re.findall(r"^(\w+): (\d) of 6 points in [\d.]+ s$", out, re.M)) == [
+        ("broken", "0"), ("master", "6")]
+    assert out.endswith("broken: new, 0 of 6\nmaster: new, 6 of 6\n"
+                        "0 unchanged, 0 kept from earlier runs\n"
+                        f"wrote 6 rows to {tmp_path / 'grades'}/grades.csv\n")
     main(["grade", str(folder), "--bundle", str(bundle), "--out", str(tmp_path / "unsafe"),
           "--timeout", "20", "--unsafe"])
     captured = capsys.readouterr()

@@ -1,12 +1,14 @@
-"""Command line: ``python -m d2lattn.grading release SOURCE --out DIR`` and
-``python -m d2lattn.grading grade SUBMISSIONS --bundle DIR --out DIR``."""
+"""Command line: ``python -m d2lattn.grading release SOURCE --out DIR``,
+``python -m d2lattn.grading grade SUBMISSIONS --bundle DIR --out DIR`` and
+``python -m d2lattn.grading merge OUT SHARD_OUT...``."""
 import argparse
 import sys
 
-from .batch import MAX_BYTES, grade
+from .batch import NOTEBOOK_BUDGET, grade
+from .gradebook import merge, read_roster
 from .releasing import release
 from .sandbox import SandboxError
-
+from .submissions import MAX_BYTES, MAX_CODE
 
 UNSAFE = ("run the notebooks WITHOUT a sandbox (where bubblewrap is missing): a submission can "
           "then read the bundle and change the grades; only for notebooks you trust")
@@ -15,40 +17,86 @@ UNSAFE = ("run the notebooks WITHOUT a sandbox (where bubblewrap is missing): a 
 def main(argv=None):
     parser = argparse.ArgumentParser(prog="python -m d2lattn.grading", description=__doc__)
     commands = parser.add_subparsers(dest="command", required=True)
-    rel = commands.add_parser("release", help="write student notebooks and the autograder bundle")
+    command = _command(commands)
+    rel = command("release", "write student notebooks and the autograder bundle")
     rel.add_argument("source", help="a folder of master notebooks, or one master notebook")
-    rel.add_argument("--out", default="_build/exercises", help="default: %(default)s")
+    rel.add_argument("--out", default="_build/exercises", help="the output folder")
     rel.add_argument("--unsafe", action="store_true", help=UNSAFE)
-    gra = commands.add_parser("grade", help="grade a folder of submitted notebooks")
-    gra.add_argument("submissions", help="a folder: each file in it is one student's submission")
-    gra.add_argument("--bundle", default="_build/exercises/autograder", help="default: %(default)s")
-    gra.add_argument("--out", default="grades", help="default: %(default)s")
-    gra.add_argument("--assignment", help="the bundle's assignment (if it holds more than one)")
-    gra.add_argument("--timeout", type=float, default=300, help="seconds per notebook")
+    gra = command("grade", "grade a folder of submitted notebooks")
+    gra.add_argument("submissions", help="a folder: one .ipynb file per student, or one folder "
+                                         "per student holding one notebook (GitHub Classroom)")
+    gra.add_argument("--bundle", default="_build/exercises/autograder",
+                     help="the autograder folder written by release")
+    gra.add_argument("--out", default="grades", help="the output folder; rows of students "
+                                                     "not graded now are kept")
+    gra.add_argument("--assignment", help="the bundle's assignment (default: the one the "
+                                          "notebooks name, or the bundle's only one)")
+    gra.add_argument("--roster", help="a CSV of the class: e-mail, login and/or id columns, "
+                                      "optionally name (a Canvas or Moodle export works)")
+    gra.add_argument("--shard", type=_shard, help="I/N: grade only the I-th of N shares of the "
+                                                  "class, then join them with merge")
+    gra.add_argument("--timeout", type=float, default=NOTEBOOK_BUDGET,
+                     help="seconds per notebook, all its code and tests together")
     gra.add_argument("--case-timeout", type=float, default=10, help="seconds per test example")
     gra.add_argument("--max-output", type=int, default=1_000_000,
                      help="characters of output kept per notebook")
     gra.add_argument("--max-bytes", type=int, default=MAX_BYTES,
-                     help="larger submission files are not read (default: %(default)s)")
+                     help="larger submission files are not read")
+    gra.add_argument("--max-code", type=int, default=MAX_CODE,
+                     help="submissions with more characters of code are not run")
     gra.add_argument("--jobs", type=int, help="submissions graded at a time (default: cores)")
     gra.add_argument("--unsafe", action="store_true", help=UNSAFE)
+    mer = command("merge", "join the outputs of grade --shard runs into one")
+    mer.add_argument("out", help="the folder to write (rows already there are kept)")
+    mer.add_argument("shards", nargs="+", help="the --out folders of the shards")
+    mer.add_argument("--roster", help="the roster the shards were graded with")
     args = parser.parse_args(argv)
     try:
         _run(args)
-    except SandboxError as err:  # the sandbox cannot run here, or failed for every student
+    except (SandboxError, ValueError, OSError) as err:  # one line, not a traceback
         print(f"error: {err}", file=sys.stderr)
         sys.exit(2)
+
+
+class _Defaults(argparse.ArgumentDefaultsHelpFormatter):
+    """Help that shows each option's default, where it has one."""
+
+    def _get_help_string(self, action):
+        if action.default in (None, False):
+            return action.help
+        return super()._get_help_string(action)
+
+
+def _command(commands):
+    def command(name, text):
+        return commands.add_parser(name, help=text, description=text, formatter_class=_Defaults)
+    return command
+
+
+def _shard(text):
+    try:
+        index, count = map(int, text.split("/"))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not I/N: {text!r}") from None
+    if not 1 <= index <= count:
+        raise argparse.ArgumentTypeError(f"I/N needs 1 <= I <= N, got {text!r}")
+    return index, count
 
 
 def _run(args):
     if args.command == "release":
         for path in release(args.source, args.out, unsafe=args.unsafe):
             print(f"wrote {path}")
-    else:
+    elif args.command == "grade":
         rows = grade(args.submissions, args.bundle, args.out, args.assignment, args.timeout,
                      args.case_timeout, args.max_output, log=print, unsafe=args.unsafe,
-                     max_bytes=args.max_bytes, jobs=args.jobs)
+                     max_bytes=args.max_bytes, jobs=args.jobs, roster=args.roster,
+                     shard=args.shard, max_code=args.max_code, progress=True)
         print(f"wrote {len(rows)} rows to {args.out}/grades.csv")
+    else:
+        roster = read_roster(args.roster) if args.roster else []
+        rows = merge(args.out, args.shards, roster)
+        print(f"merged {len(args.shards)} shards: {len(rows)} rows in {args.out}/grades.csv")
 
 
 if __name__ == "__main__":

@@ -1,105 +1,161 @@
 """Grade a folder of submissions: one CSV row per student and question, one feedback file per
-student, every submission graded whatever the others do.
+student, every submission graded whatever the others do, no earlier row ever lost.
 
 Who holds what: this process reads the bundle (every case and its expected values) and the
 submissions, and alone decides every score. Each submission's code runs in its own sandbox
 (:mod:`d2lattn.grading.sandbox`), which gets the submission's code cells and the cases'
-example sources, never an expected value, and hands back plain data.
+example sources, never an expected value, and hands back plain data. Finding and naming the
+submissions is :mod:`d2lattn.grading.submissions`; the files of grades, the gradebook and its
+exports are :mod:`d2lattn.grading.gradebook`.
 """
-import csv
-import hashlib
 import json
 import os
-import re
-import stat
+import sys
 import tempfile
 import time
-from collections import namedtuple
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor, as_completed
 from pathlib import Path
+
+from tqdm import tqdm
 
 from .._checks import check_int, check_positive
 from .cases import cases_of, format_report, is_format, judge, parse_case, request
 from .execute import NO_RUN, run_submission
 from .forbid import forbidden_uses
-from .notebook import NotebookError, cell_source, is_grader_cell, parse_notebook, question_of
+from .gradebook import (Row, Student, changes, gradebook, read_roster, read_rows, read_students,
+                        replaced, write_exports, write_grades, write_run, write_table)
+from .notebook import cell_source, is_grader_cell, question_of
 from .sandbox import SandboxError, check_sandbox
-from .values import one_line
 from .shadow import Shadows
+from .submissions import MAX_BYTES, MAX_CODE, find_submissions, in_shard, name_students
+from .values import one_line
 
-Row = namedtuple("Row", "student question points max reason")
-MAX_BYTES = 20 << 20  # a submission larger than this is not read
+NOTEBOOK_BUDGET = 300  # seconds of a notebook's run: all its groups of questions together
 FORBIDDEN = "PermissionError: {} is forbidden in this question"  # what a stub raises
 
 
-def grade(submissions, bundle, out, assignment=None, timeout=300, case_timeout=10,
-          max_output=1_000_000, log=None, unsafe=False, max_bytes=MAX_BYTES, jobs=None):
-    """Grade every ``.ipynb`` file of the folder ``submissions`` against the autograder
-    ``bundle`` folder, each in its own sandbox (``unsafe=True``: without one, see
-    :mod:`d2lattn.grading.sandbox`; grading refuses to start if no sandbox can be made).
+def grade(submissions, bundle, out, assignment=None, timeout=NOTEBOOK_BUDGET, case_timeout=10,
+          max_output=1_000_000, log=None, unsafe=False, max_bytes=MAX_BYTES, jobs=None,
+          roster=None, shard=None, max_code=MAX_CODE, progress=False):
+    """Grade the submissions in the folder ``submissions`` (``.ipynb`` files, or one folder
+    per student holding one notebook) against the autograder ``bundle`` folder, each in its
+    own sandbox (``unsafe=True``: without one, see :mod:`d2lattn.grading.sandbox`).
 
-    Each submission's code cells run under one ``timeout`` (seconds) with at most
-    ``max_output`` characters of output kept, then its public cases, then its hidden ones,
-    each example under ``case_timeout``. A question scores its points times the fraction of
-    its scored cases passed (format checks earn nothing); 0 if its cell is missing or it
-    uses a name its ``forbid`` list names. Only regular files (no symbolic links) named
-    ``*.ipynb`` of at most ``max_bytes`` bytes are graded; other entries get a row saying why.
+    ``assignment``: the bundle's assignment; by default the one the notebooks name in their
+    metadata (release writes it), or the bundle's only one. A notebook's code runs under one
+    ``timeout`` (seconds, for all of it), with at most ``max_output`` characters of output
+    kept, then its public cases, then its hidden ones, each example under ``case_timeout``.
+    A question scores its points times the fraction of its scored cases passed (format
+    checks earn nothing); 0 if its cell is missing or it uses a name its ``forbid`` list
+    names. Files over ``max_bytes`` or with over ``max_code`` characters of code are not run;
+    saved outputs are dropped unread.
 
-    Writes ``out/grades.csv`` (student, question, points, max, reason; each student's rows
-    as soon as they are graded), ``out/feedback/<student>.md`` and
-    ``out/executed/<student>.ipynb`` (the code cells that ran, with their text outputs).
-    Students are file names made safe (letters, digits, ``._-``; a hash of the name if it
-    had to change). ``log`` is called with one line per student. ``jobs`` submissions are
-    graded at a time (default: the number of cores). Returns the rows. Raises SandboxError
-    (after writing everything) if two or more submissions were run and the sandbox of every
-    one ended before any cell ran: the sandbox, not the students, failed.
+    ``out`` gets ``grades.csv`` (student, question, points, max, reason), ``students.csv``,
+    ``feedback/<student>.md``, ``executed/<student>.ipynb``, ``gradebook.csv``,
+    ``canvas.csv`` and ``moodle.csv``; the rows of students graded before and not now are
+    kept, and every file is rewritten whole after each submission. ``roster``: a CSV of the
+    class (see :func:`d2lattn.grading.gradebook.read_roster`). ``shard=(i, n)``: grade only
+    the i-th of n shares of the class (see ``merge``). ``log`` is called with one line per
+    submission as it finishes and with a summary of what changed; ``jobs`` submissions run
+    at a time (default: the number of cores); ``progress`` shows a bar. Returns this run's
+    rows. Raises SandboxError (after writing everything) if two or more submissions were run
+    and the sandbox of every one ended before any cell ran.
     """
     if log is not None and not callable(log):
         raise TypeError(f"log must be callable or None, got {log!r}")
     limits = {"timeout": check_positive("timeout", timeout),
               "case_timeout": check_positive("case_timeout", case_timeout),
               "max_output": check_int("max_output", max_output, minimum=1)}
-    max_bytes = check_int("max_bytes", max_bytes, minimum=1)
     jobs = (os.cpu_count() or 1) if jobs is None else check_int("jobs", jobs, minimum=1)
-    assignment, tests = load_bundle(bundle, assignment)
-    entries, out = _submission_entries(submissions), Path(out)
+    subs, skipped = find_submissions(submissions, check_int("max_bytes", max_bytes, minimum=1),
+                                     check_int("max_code", max_code, minimum=1))
+    assignment, tests = load_bundle(bundle, assignment or _named_assignment(subs, bundle))
+    listed = read_roster(roster) if roster is not None else []
+    subs, unknown = name_students(subs, listed)
+    if shard is not None:
+        subs = [sub for sub in subs if in_shard(sub.student, _check_shard(shard))]
     check_sandbox(unsafe)
+    out = Path(out)
     for folder in ("feedback", "executed"):
         (out / folder).mkdir(parents=True, exist_ok=True)
-    rows, ran = [], []  # ran: for each notebook run, whether its sandbox ran a cell
+    before = read_rows(out / "grades.csv")
+    rows, students, graded, ran = before, read_students(out / "students.csv"), [], []
+    say = log or (lambda line: None)
     with tempfile.TemporaryDirectory() as tmp, ThreadPoolExecutor(jobs) as pool, \
-            open(out / "grades.csv", "w", newline="", encoding="utf-8") as table:
+            tqdm(total=len(subs), unit="notebook", disable=not progress, file=sys.stderr) as bar:
         packages = Shadows(tmp)
-        writer = csv.writer(table, lineterminator="\n")
-        writer.writerow(Row._fields)
-
-        def timed(entry):
-            start = time.monotonic()
-            graded = _grade_entry(entry, tests, limits, packages, unsafe, max_bytes)
-            return graded, time.monotonic() - start
-
-        for (student, _), ((scores, results, executed), seconds) in zip(
-                entries, pool.map(timed, [entry for _, entry in entries])):
-            student_rows = [Row(student, *score) for score in scores]
-            writer.writerows([_safe_field(field) for field in
-                              (r.student, r.question, f"{r.points:g}", f"{r.max:g}", r.reason)]
-                             for r in student_rows)
-            table.flush()
-            rows += student_rows
-            (out / "feedback" / f"{student}.md").write_text(
-                feedback(assignment, student, student_rows, results, executed, seconds),
-                encoding="utf-8")
-            if executed is not None:
-                (out / "executed" / f"{student}.ipynb").write_text(
-                    json.dumps(executed, indent=1, ensure_ascii=False), encoding="utf-8")
-            if log:
-                log(f"{student}: {_total(student_rows)} points in {seconds:.1f} s")
+        futures = {pool.submit(_timed, sub, tests, limits, packages, unsafe): sub
+                   for sub in subs}
+        for future in as_completed(futures):
+            sub, (scores, results, executed, seconds) = futures[future], future.result()
+            own = [Row(sub.student, *score) for score in scores]
+            graded += own
+            rows = replaced(rows, own, lambda row: row.student)
+            students = replaced(students, [Student(sub.student, sub.file, sub.name,
+                                                   sub.email)], lambda s: s.student)
+            write_grades(out, rows, students)
+            _write_student(out, assignment, sub.student, own, results, executed, seconds)
+            say(f"{sub.student}: {_total(own)} points in {seconds:.1f} s")
+            bar.update()
             if executed is not None:  # its code went to a sandbox
-                ran.append(not any(NO_RUN in row.reason for row in student_rows))
+                ran.append(not any(NO_RUN in row.reason for row in own))
+    questions = [(test["name"], test["points"]) for test in tests]
+    write_run(out, assignment, questions)
+    write_exports(out, assignment, gradebook(rows, students, listed, questions), questions)
+    write_table(out / "skipped.csv", ("entry", "why"), skipped + unknown)
+    for line in [f"skipped {entry}: {why}" for entry, why in skipped + unknown] + \
+            changes(before, graded):
+        say(line)
     if len(ran) >= 2 and not any(ran):
         raise SandboxError(f"every submission's sandbox ended before its first cell ran; the "
                            f"grades in {out} say so, but the sandbox, not the students, failed")
-    return rows
+    return sorted(graded, key=lambda row: row.student.lower())
+
+
+def _check_shard(shard):
+    if not (isinstance(shard, tuple) and len(shard) == 2 and all(type(x) is int for x in shard)
+            and 1 <= shard[0] <= shard[1]):
+        raise ValueError(f"shard must be (i, n) with 1 <= i <= n, got {shard!r}")
+    return shard
+
+
+def _named_assignment(subs, bundle):
+    """The assignment the readable notebooks name in their metadata (None if none does);
+    ValueError if they name several."""
+    named = {}
+    for sub in subs:
+        if sub.notebook is not None:
+            meta = sub.notebook.get("metadata")
+            name = (meta.get("d2lattn") or {}).get("assignment") \
+                if isinstance(meta, dict) and isinstance(meta.get("d2lattn"), dict) else None
+            if isinstance(name, str):
+                named[name] = named.get(name, 0) + 1
+    if len(named) > 1:
+        raise ValueError(f"the submissions answer several assignments ({named}): grade each "
+                         f"in its own folder, or pass --assignment (bundle {str(bundle)!r})")
+    return next(iter(named), None)
+
+
+def _timed(sub, tests, limits, packages, unsafe):
+    """``(scores, results, executed or None, seconds)`` of one submission; never raises."""
+    start = time.monotonic()
+    if sub.notebook is None:
+        graded = [(test["name"], 0, test["points"], sub.error) for test in tests], {}, None
+    else:
+        try:
+            graded = grade_notebook(sub.notebook, tests, limits, packages, unsafe)
+        except Exception as err:  # a grader failure on one submission must not stop the batch
+            graded = [(test["name"], 0, test["points"], f"grader error: {type(err).__name__}")
+                      for test in tests], {}, None
+    return (*graded, time.monotonic() - start)
+
+
+def _write_student(out, assignment, student, rows, results, executed, seconds):
+    (out / "feedback" / f"{student}.md").write_text(
+        feedback(assignment, student, rows, results, executed, seconds), encoding="utf-8")
+    if executed is not None:
+        (out / "executed" / f"{student}.ipynb").write_text(
+            json.dumps(executed, indent=1, ensure_ascii=False), encoding="utf-8")
 
 
 def load_bundle(bundle, assignment=None):
@@ -110,6 +166,9 @@ def load_bundle(bundle, assignment=None):
     names = [path.stem for path in sorted(Path(bundle).glob("*.json"))]
     if assignment is None and len(names) == 1:
         assignment = names[0]
+    if assignment is None and names:
+        raise ValueError(f"assignment must be one of the bundle's {names}, got None: the "
+                         f"notebooks name none in their metadata, so pass --assignment")
     if assignment not in names:
         raise ValueError(f"assignment must be one of the bundle's {names} (bundle "
                          f"{str(bundle)!r}), got {assignment!r}")
@@ -199,67 +258,6 @@ def _message(case):
     return parse_case(case["code"])[0]
 
 
-def _submission_entries(submissions):
-    """``[(student id, os.DirEntry)]`` of the folder's visible entries, ids unique and safe."""
-    folder = Path(submissions)
-    if not folder.is_dir():
-        raise ValueError(f"submissions must be a folder, got {str(submissions)!r}")
-    with os.scandir(folder) as listing:
-        entries = sorted((e for e in listing if not e.name.startswith(".")),
-                         key=lambda e: (not e.name.endswith(".ipynb"), os.fsencode(e.name)))
-    taken, named = set(), []
-    for entry in entries:
-        student = _student_id(entry.name, taken)
-        taken.add(student.lower())
-        named.append((student, entry))
-    return named
-
-
-def _student_id(name, taken):
-    """A file name as a safe, unique student id: ``alice`` for ``alice.ipynb``."""
-    raw = os.fsencode(name)
-    stem = name[:-len(".ipynb")] if name.endswith(".ipynb") else name
-    safe = re.sub(r"[^A-Za-z0-9._-]", "_", stem)[:64]
-    if not safe[:1].isalnum():
-        safe = "s" + safe
-    if safe != stem or safe.lower() in taken:
-        safe = f"{safe}_{hashlib.sha256(raw).hexdigest()[:8]}"
-    return safe
-
-
-def _grade_entry(entry, tests, limits, package, unsafe, max_bytes):
-    """``(scores, results, executed or None)`` of one folder entry; never raises."""
-    try:
-        nb = parse_notebook(_read_entry(entry, max_bytes))
-        return grade_notebook(nb, tests, limits, package, unsafe)
-    except NotebookError as err:
-        reason = str(err)
-    except Exception as err:  # a grader failure on one submission must not stop the batch
-        reason = f"grader error: {type(err).__name__}"
-    return [(test["name"], 0, test["points"], reason) for test in tests], {}, None
-
-
-def _read_entry(entry, max_bytes):
-    """The bytes of a regular ``.ipynb`` file, read without following a link or blocking."""
-    if entry.is_symlink():
-        raise NotebookError("a symbolic link, not graded")
-    if entry.is_dir(follow_symlinks=False):
-        raise NotebookError("a folder, not a notebook file")
-    if not entry.name.endswith(".ipynb"):
-        raise NotebookError("not a .ipynb file")
-    try:
-        fd = os.open(entry.path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
-    except OSError as err:
-        raise NotebookError(f"unreadable file ({type(err).__name__})") from None
-    with os.fdopen(fd, "rb") as file:
-        info = os.fstat(file.fileno())
-        if not stat.S_ISREG(info.st_mode):
-            raise NotebookError("not a regular file")
-        if info.st_size > max_bytes:
-            raise NotebookError(f"larger than {max_bytes} bytes")
-        return file.read(max_bytes + 1)[:max_bytes]
-
-
 def _executed(cells, outputs):
     """The code cells that ran, with their text outputs, as a notebook (dict)."""
     return {"nbformat": 4, "nbformat_minor": 5, "metadata": {}, "cells": [
@@ -303,12 +301,6 @@ def _verdict(outcome):
             failed.append(f"{kind} {counts[case['hidden']]}{about}")
     verdict = f"{sum(c['passed'] for c in scored)} of {len(scored)} cases passed"
     return verdict + (f"; failed: {', '.join(failed)}" if failed else "")
-
-
-def _safe_field(text):
-    """A CSV field no spreadsheet runs as a formula and no line-based reader splits."""
-    text = " ".join(str(text).split())
-    return "'" + text if text[:1] in ("=", "+", "-", "@") else text
 
 
 def _total(rows):

@@ -6,6 +6,7 @@ are dead, and only records with that tag count, so no group can speak for a late
 runner confirms a group's end with another tag that no group's process ever sees."""
 import re
 import secrets
+import time
 from pathlib import Path
 
 from .sandbox import LIMITS, Run
@@ -17,7 +18,9 @@ COMPAT = (Path(__file__).parents[1] / "_compat.py").read_text(encoding="utf-8")
 
 
 def run_submission(cells, groups, timeout, case_timeout, max_output, unsafe=False):
-    """Run ``cells`` (``(cell number, source)`` pairs) once per group, then its case phases.
+    """Run ``cells`` (``(cell number, source)`` pairs) once per group, then its case phases,
+    all within ``timeout`` seconds (each example also within ``case_timeout``): a group that
+    would start later does not run, and says so.
 
     ``groups`` is a list of ``(package, phases)``: the d2lattn copy that group's run sees
     (``{relative path: source}``) and its phases, each a list of case requests ``{"id",
@@ -29,14 +32,19 @@ def run_submission(cells, groups, timeout, case_timeout, max_output, unsafe=Fals
     """
     examples = sum(len(case["examples"]) for _, phases in groups for phase in phases
                    for case in phase)
-    cpu = len(groups) * (timeout + STARTUP) + case_timeout * examples
+    cpu = timeout + len(groups) * STARTUP + case_timeout * examples
     run = Run(unsafe, max_bytes=len(groups) * 2 * max_output + (64 << 20))
-    done = []
+    budget, done = Budget(timeout), []
     try:
         warm = any(IMPORTS.search(text) for _, text in cells)
         run.send(run.start(dict(LIMITS, RLIMIT_CPU=int(cpu)), COMPAT if warm else None))
         for package, phases in groups:
-            *result, ready = _run_group(run, package, cells, phases, timeout, case_timeout,
+            if budget.left() <= 0:
+                said = [f"the notebook's time limit of {timeout:g} s was used up before "
+                        "these questions ran"]
+                done += [({}, {}, said)] * (len(groups) - len(done))
+                break
+            *result, ready = _run_group(run, package, cells, phases, budget, case_timeout,
                                         max_output)
             done.append(tuple(result))
             if not ready:  # a stopped or dead runner: the later groups share its fate
@@ -51,7 +59,17 @@ def run_submission(cells, groups, timeout, case_timeout, max_output, unsafe=Fals
     return done
 
 
-def _run_group(run, package, cells, phases, timeout, case_timeout, max_output):
+class Budget:
+    """The seconds left of a notebook's time limit."""
+
+    def __init__(self, seconds):
+        self.seconds, self.end = seconds, time.monotonic() + seconds
+
+    def left(self):
+        return self.end - time.monotonic()
+
+
+def _run_group(run, package, cells, phases, budget, case_timeout, max_output):
     numbers = {number for number, _ in cells}
     outputs, results, notes, tag = {}, {}, [], secrets.token_hex(16)
     run.listen(tag, [("cell", n) for n in numbers] + [
@@ -59,24 +77,25 @@ def _run_group(run, package, cells, phases, timeout, case_timeout, max_output):
         ("phase_done", i) for i in range(len(phases))] + [("cells_done",), ("child_ended",)])
     if not run.send({"package": package, "tag": tag}):
         return outputs, results, [NO_RUN], False
-    run.send({"cells": [list(cell) for cell in cells], "timeout": timeout,
+    run.send({"cells": [list(cell) for cell in cells], "timeout": max(budget.left(), 0.1),
               "max_output": max_output})
     taken, how, stopped = run.collect(
         lambda r: _is_cell(r, numbers) and r["cell"] not in outputs, "cells_done",
-        timeout + STARTUP)
+        budget.left() + STARTUP)
     outputs = {r["cell"]: {"text": r["text"][:max_output], "error": r["error"]} for r in taken}
     if how != "done":
         notes.append(_stopped(how, "while its cells ran", outputs))
     else:
         if stopped is not None:
             last = max(outputs, default=0)
-            notes.append(f"time limit of {timeout:g} s reached in cell {last}; "
+            notes.append(f"time limit of {budget.seconds:g} s reached in cell {last}; "
                          "later cells did not run")
         for phase in phases:
             ids = {case["id"] for case in phase}
             run.send({"cases": phase, "case_timeout": case_timeout})
             taken, how, _ = run.collect(lambda r: _is_case(r, ids) and r["case"] not in results,
-                                        "phase_done", case_timeout * _examples(phase) + 10)
+                                        "phase_done", min(case_timeout * _examples(phase),
+                                                          max(budget.left(), 0)) + 10)
             results.update((r["case"], r) for r in taken)
             if how != "done":
                 notes.append(_stopped(how, "while the tests ran", outputs))

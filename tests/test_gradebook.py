@@ -1,0 +1,238 @@
+"""An instructor's workflow around grading (issue 21): a time budget per notebook, grades that
+are never lost, the assignment found from the notebooks, rosters and per-student folders, the
+gradebook and its Canvas and Moodle exports, shards merged into the unsharded grades."""
+import base64
+import csv
+import json
+import re
+import shutil
+import time
+from pathlib import Path
+
+import pytest
+
+from d2lattn.grading import grade, release
+from d2lattn.grading.__main__ import main
+from d2lattn.grading.batch import _named_assignment
+from d2lattn.grading.gradebook import (Row, Student, changes, gradebook, read_roster,
+                                       write_exports)
+from d2lattn.grading.submissions import Submission, find_submissions, name_students
+
+SAMPLE = Path(__file__).parent / "data" / "grading" / "sample.ipynb"
+needs_sandbox = pytest.mark.skipif(shutil.which("bwrap") is None,
+                                   reason="grading needs bubblewrap (bwrap)")
+
+
+def table(path):
+    with open(path, newline="", encoding="utf-8") as file:
+        return list(csv.DictReader(file))
+
+
+def notebook(source=SAMPLE, extra=(), name=None, email=None):
+    """The sample master (full marks) with ``extra`` code cells and a ``# STUDENT`` cell."""
+    nb = json.loads(Path(source).read_text())
+    if name is not None:
+        nb["cells"].insert(0, {"cell_type": "code", "metadata": {}, "outputs": [],
+                               "execution_count": None,
+                               "source": f"# STUDENT\nname = {name!r}\nemail = {email!r}"})
+    nb["cells"] += [{"cell_type": "code", "metadata": {}, "outputs": [], "source": text,
+                     "execution_count": None} for text in extra]
+    return nb
+
+
+def write(path, nb):
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(nb))
+
+
+@pytest.fixture(scope="module")
+def bundle(tmp_path_factory):
+    if shutil.which("bwrap") is None:
+        pytest.skip("grading needs bubblewrap (bwrap)")
+    out = tmp_path_factory.mktemp("release")
+    release(SAMPLE, out)
+    return out / "autograder"
+
+
+def blank(bundle):
+    return json.loads((bundle.parent / "sample.ipynb").read_text())
+
+
+# --- reading a class ----------------------------------------------------------------------
+
+def test_folders_per_student_saved_outputs_and_skipped_entries(tmp_path):
+    plot = {"output_type": "display_data", "metadata": {},
+            "data": {"image/png": base64.b64encode(b"x" * 30_000_000).decode()}}
+    heavy = notebook()
+    heavy["cells"][1]["outputs"] = [plot]
+    write(tmp_path / "heavy.ipynb", heavy)  # 40 MB on disk, 1 kB of code
+    write(tmp_path / "octocat" / "exercises" / "ch1.ipynb", notebook())  # GitHub Classroom
+    write(tmp_path / "twins" / "a.ipynb", notebook())
+    write(tmp_path / "twins" / "b.ipynb", notebook())
+    write(tmp_path / "long.ipynb", notebook(extra=["x = 1\n" * 400_000]))
+    (tmp_path / "empty").mkdir()
+    (tmp_path / "notes.txt").write_text("hello")
+    found, skipped = find_submissions(tmp_path, max_code=1_000_000)
+    by_file = {sub.file: sub for sub in found}
+    assert sorted(by_file) == ["heavy.ipynb", "long.ipynb", "octocat", "twins"]
+    assert by_file["heavy.ipynb"].error is None
+    assert all("outputs" not in cell for cell in by_file["heavy.ipynb"].notebook["cells"])
+    assert by_file["octocat"].error is None and by_file["octocat"].notebook is not None
+    assert by_file["twins"].error.startswith("a folder with several notebooks (a.ipynb, b.ipynb)")
+    code = re.fullmatch(r"its code cells hold (\d+) characters \(at most 1000000\)",
+                        by_file["long.ipynb"].error)
+    assert int(code[1]) > 2_400_000
+    assert skipped == [("empty/", "a folder without a notebook"),
+                       ("notes.txt", "not a notebook (.ipynb)")]
+
+
+def test_students_are_named_by_the_roster_then_by_their_file(tmp_path):
+    (tmp_path / "roster.csv").write_text(
+        "Student,ID,SIS User ID,SIS Login ID,Section\n"
+        "    Points Possible,,,,\n"
+        "Ada Lovelace,101,S1,ada,A\nAlan Turing,102,S2,alan@uni.edu,A\n")
+    roster = read_roster(tmp_path / "roster.csv")
+    assert [(r["student"], r["name"], r["login"]) for r in roster] == [
+        ("S1", "Ada Lovelace", "ada"), ("S2", "Alan Turing", "alan@uni.edu")]
+    for file, nb in {"ada.ipynb": notebook(), "x.ipynb": notebook(name="A", email="ADA@x"),
+                     "mallory.ipynb": notebook(name="Mallory", email="mallory@x"),
+                     "ADA-copy.ipynb": notebook()}.items():
+        write(tmp_path / "in" / file, nb)
+    found, _ = find_submissions(tmp_path / "in")
+    named, unknown = name_students(found, roster)
+    assert {sub.file: sub.student for sub in named} == {
+        "ADA-copy.ipynb": "ADA-copy", "ada.ipynb": "S1", "mallory.ipynb": "mallory",
+        "x.ipynb": "x"}
+    assert unknown == [("ADA-copy.ipynb", "not on the roster"), ("mallory.ipynb",
+                                                                  "not on the roster"),
+                       ("x.ipynb", "not on the roster")]
+    assert next(s for s in named if s.file == "mallory.ipynb")[4:] == ("Mallory", "mallory@x")
+    with pytest.raises(ValueError, match=r"roster must have an e-mail, login or id column, "
+                                         r"got columns \['name'\]"):
+        (tmp_path / "bad.csv").write_text("name\nAda\n")
+        read_roster(tmp_path / "bad.csv")
+
+
+def test_the_assignment_is_the_one_the_notebooks_name(tmp_path):
+    def sub(name):
+        nb = notebook()
+        nb["metadata"]["d2lattn"] = {"assignment": name}
+        return Submission(None, "f", nb, None, "", "")
+
+    assert _named_assignment([sub("ch1"), sub("ch1")], tmp_path) == "ch1"
+    assert _named_assignment([], tmp_path) is None
+    with pytest.raises(ValueError, match=r"the submissions answer several assignments "
+                                         r"\(\{'ch1': 1, 'ch2': 1\}\): grade each"):
+        _named_assignment([sub("ch1"), sub("ch2")], tmp_path)
+
+
+# --- the gradebook and its exports --------------------------------------------------------
+
+def test_gradebook_and_the_canvas_and_moodle_exports(tmp_path):
+    (tmp_path / "roster.csv").write_text("Student,ID,SIS User ID,SIS Login ID,Section\n"
+                                         "Ada Lovelace,101,S1,ada,A\nAlan Turing,102,S2,alan,B\n")
+    roster = read_roster(tmp_path / "roster.csv")
+    rows = [Row("S1", "q1", 2, 2, ""), Row("S1", "q2", 1.5, 3, ""),
+            Row("eve", "q1", 0, 2, ""), Row("eve", "q2", 3, 3, "")]
+    students = [Student("S1", "ada.ipynb", "", ""), Student("eve", "eve.ipynb", "Eve", "e@x")]
+    questions = [("q1", 2), ("q2", 3)]
+    book = gradebook(rows, students, roster, questions)
+    assert [(r["student"], r["name"], r["q1"], r["q2"], r["total"], r["status"])
+            for r in book] == [("eve", "Eve", 0, 3, 3, "not on the roster"),
+                               ("S1", "Ada Lovelace", 2, 1.5, 3.5, "graded"),
+                               ("S2", "Alan Turing", 0, 0, 0, "no submission")]
+    write_exports(tmp_path, "ch1_attention", book, questions)
+    assert table(tmp_path / "gradebook.csv")[1] == {
+        "student": "S1", "name": "Ada Lovelace", "email": "", "q1": "2", "q2": "1.5",
+        "total": "3.5", "max": "5", "status": "graded"}
+    canvas = list(csv.reader(open(tmp_path / "canvas.csv", newline="")))
+    assert canvas[:3] == [["Student", "ID", "SIS User ID", "SIS Login ID", "Section",
+                           "ch1_attention"], ["Points Possible", "", "", "", "", "5"],
+                          ["Eve", "", "", "", "", "3"]]
+    assert canvas[3] == ["Ada Lovelace", "101", "S1", "ada", "A", "3.5"]
+    moodle = table(tmp_path / "moodle.csv")
+    assert moodle[0] == {"Email address": "e@x", "Username": "eve", "ID number": "",
+                         "ch1_attention": "3"}
+
+
+def test_changes_name_each_student_whose_total_moved():
+    old = [Row("a", "q", 1, 2, ""), Row("b", "q", 2, 2, ""), Row("c", "q", 0, 2, "")]
+    new = [Row("a", "q", 2, 2, ""), Row("b", "q", 2, 2, ""), Row("d", "q", 1, 2, "")]
+    assert changes(old, new) == ["a: 1 -> 2 of 2", "d: new, 1 of 2",
+                                 "1 unchanged, 1 kept from earlier runs"]
+
+
+# --- grading a class ----------------------------------------------------------------------
+
+@needs_sandbox
+def test_a_regrade_of_one_student_keeps_every_other_row(tmp_path, bundle):
+    for name in ("amy", "bob", "cat"):
+        write(tmp_path / "class" / f"{name}.ipynb", blank(bundle))
+    write(tmp_path / "class" / "amy.ipynb", notebook())
+    grade(tmp_path / "class", bundle, tmp_path / "grades", timeout=60)
+    first = (tmp_path / "grades" / "grades.csv").read_text()
+    assert len(table(tmp_path / "grades" / "grades.csv")) == 9
+    write(tmp_path / "late" / "bob.ipynb", notebook())  # bob hands in again, late
+    log = []
+    rows = grade(tmp_path / "late", bundle, tmp_path / "grades", timeout=60, log=log.append)
+    assert {row.student for row in rows} == {"bob"}
+    after = table(tmp_path / "grades" / "grades.csv")
+    assert len(after) == 9 and {r["student"]: 0 for r in after}.keys() == {"amy", "bob", "cat"}
+    kept = [line for line in after if line["student"] != "bob"]
+    assert kept == [r for r in table_of(first) if r["student"] != "bob"]
+    assert log[-2:] == ["bob: 0 -> 6 of 6", "0 unchanged, 2 kept from earlier runs"]
+    book = table(tmp_path / "grades" / "gradebook.csv")
+    assert [(r["student"], r["total"]) for r in book] == [("amy", "6"), ("bob", "6"),
+                                                         ("cat", "0")]
+
+
+def table_of(text):
+    return list(csv.DictReader(text.splitlines()))
+
+
+@needs_sandbox
+def test_a_looping_notebook_costs_its_budget_once(tmp_path, bundle):
+    """The sample's questions run in two groups (q1 forbids an object): a loop in a shared
+    cell used to cost the time limit once per group."""
+    write(tmp_path / "in" / "loops.ipynb", notebook(extra=["while True:\n    pass"]))
+    start = time.monotonic()
+    rows = grade(tmp_path / "in", bundle, tmp_path / "out", timeout=8)
+    seconds = time.monotonic() - start
+    assert seconds < 8 + 12, seconds  # the budget, the sandbox's start and the cases
+    assert all("time limit of 8 s" in row.reason for row in rows), rows
+
+
+@needs_sandbox
+def test_shards_merged_equal_the_unsharded_grades(tmp_path, bundle, capsys):
+    for number in range(6):
+        write(tmp_path / "class" / f"s{number}.ipynb", notebook() if number % 2 else
+              blank(bundle))
+    write(tmp_path / "class" / "gh-user" / "ch.ipynb", notebook())
+    whole = tmp_path / "whole"
+    main(["grade", str(tmp_path / "class"), "--bundle", str(bundle), "--out", str(whole)])
+    for index in (1, 2):
+        main(["grade", str(tmp_path / "class"), "--bundle", str(bundle), "--out",
+              str(tmp_path / f"shard{index}"), "--shard", f"{index}/2"])
+    shards = [table(tmp_path / f"shard{i}" / "grades.csv") for i in (1, 2)]
+    assert all(shards) and len(shards[0]) + len(shards[1]) == len(table(whole / "grades.csv"))
+    main(["merge", str(tmp_path / "merged"), str(tmp_path / "shard1"),
+          str(tmp_path / "shard2")])
+    assert "merged 2 shards: 21 rows" in capsys.readouterr().out
+    for name in ("grades.csv", "gradebook.csv", "canvas.csv", "moodle.csv", "students.csv"):
+        assert (tmp_path / "merged" / name).read_text() == (whole / name).read_text(), name
+    assert sorted(p.name for p in (tmp_path / "merged" / "feedback").iterdir()) == \
+        sorted(p.name for p in (whole / "feedback").iterdir())
+
+
+def test_the_command_line_says_its_defaults_and_errors_in_one_line(tmp_path, capsys):
+    with pytest.raises(SystemExit):
+        main(["grade", "--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    assert "seconds per notebook, all its code and tests together (default: 300)" in text
+    assert "(default: None)" not in text
+    (tmp_path / "bundle").mkdir()
+    with pytest.raises(SystemExit) as stop:
+        main(["grade", str(tmp_path), "--bundle", str(tmp_path / "bundle"), "--out",
+              str(tmp_path / "out"), "--roster", str(tmp_path / "missing.csv")])
+    assert stop.value.code == 2
+    assert re.fullmatch(r"error: .*\n", capsys.readouterr().err)
