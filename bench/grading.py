@@ -4,9 +4,12 @@ Run from the repository root:  python bench/grading.py [--students 20] [ch2 ch6 
 For each master in exercises/: its own run time (a fresh Python running its code cells in
 IPython, as "Run all" does, median of 3), the time to grade it alone (one submission, one job),
 and the time per notebook to grade a class of ``--students`` submissions (half the master,
-half the released student notebook) with one job per core. Needs bubblewrap.
+half the released student notebook) with one job per core. ``--reference DIR``: the same two
+grading times with the grader of another checkout (e.g. ``git worktree add /tmp/ref main``),
+measured right after this one's, chapter by chapter. Needs bubblewrap.
 """
 import argparse
+import json
 import os
 import shutil
 import statistics
@@ -60,28 +63,53 @@ def groups(master):
     return len(forbids)
 
 
+def grading_times(master, students):
+    """``(alone, per notebook in a class)`` seconds to grade ``master``'s release."""
+    with tempfile.TemporaryDirectory() as tmp:
+        student, = release(master, Path(tmp) / master.stem)
+        bundle = Path(tmp) / master.stem / "autograder"
+        alone = grading_seconds([master], bundle, jobs=1)
+        half = students // 2
+        klass = grading_seconds([master] * (students - half) + [student] * half, bundle,
+                                jobs=os.cpu_count() or 1) / students
+    return alone, klass
+
+
+def reference_times(reference, master, students):
+    """:func:`grading_times` with the d2lattn of the checkout ``reference``."""
+    env = dict(os.environ, PYTHONPATH=str(reference))
+    out = subprocess.run([sys.executable, __file__, "--times", str(master), "--students",
+                          str(students)], env=env, cwd=reference, check=True,
+                         capture_output=True, text=True)
+    return json.loads(out.stdout.splitlines()[-1])
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("chapters", nargs="*", help="e.g. ch2 (default: every master)")
     parser.add_argument("--students", type=int, default=20)
+    parser.add_argument("--reference", help="another checkout, whose grader is timed too")
+    parser.add_argument("--times", help=argparse.SUPPRESS)  # one master, for --reference
     args = parser.parse_args()
+    if args.times:
+        print(json.dumps(grading_times(Path(args.times), args.students)))
+        return
     masters = sorted(p for p in (ROOT / "exercises").glob("ch*.ipynb")
                      if not args.chapters or p.name.split("_")[0] in args.chapters)
     cores, rows = os.cpu_count() or 1, []
-    with tempfile.TemporaryDirectory() as tmp:
-        for master in masters:
-            student, = release(master, Path(tmp) / master.stem)
-            bundle = Path(tmp) / master.stem / "autograder"
-            own = own_run_seconds(master)
-            alone = grading_seconds([master], bundle, jobs=1)
-            half = args.students // 2
-            klass = grading_seconds([master] * (args.students - half) + [student] * half,
-                                    bundle, jobs=cores) / args.students
-            rows.append([master.stem, str(groups(master)), f"{own:.2f}", f"{alone:.2f}",
-                         f"{alone - own:+.2f}", f"{klass:.2f}"])
+    for master in masters:
+        own = own_run_seconds(master)
+        alone, klass = grading_times(master, args.students)
+        row = [master.stem, str(groups(master)), f"{own:.2f}", f"{alone:.2f}",
+               f"{alone - own:+.2f}", f"{klass:.2f}"]
+        if args.reference:
+            ref_alone, ref_klass = reference_times(args.reference, master, args.students)
+            row += [f"{ref_alone:.2f}", f"{ref_klass:.2f}"]
+        rows.append(row)
     print(f"{cores} cores, class of {args.students} submissions, {cores} jobs\n")
     print_table(["master", "groups", "own run (s)", "graded alone (s)", "alone - own (s)",
-                 "class: s per notebook"], rows)
+                 "class: s per notebook"] + (["reference: alone (s)", "reference: class (s)"]
+                                             if args.reference else []), rows)
 
 
 if __name__ == "__main__":

@@ -198,8 +198,11 @@ def _check_paths(name, value):
 def _import_error(err, failed):
     """The ImportError ``import d2lattn`` raises when ``import mxnet`` raised ``err``, given
     the libraries :func:`preload_cuda_libraries` could not load (``failed``)."""
-    library = _missing_library(str(err))
-    if library is None:
+    library, module = _missing_library(str(err)), getattr(err, "name", None)
+    if library is None and module and module.split(".")[0] != "mxnet":
+        message = (f"mxnet is installed but cannot import {module}, which it needs: pip install "
+                   f"{module.split('.')[0]} (pip install --no-deps skips mxnet's own needs).")
+    elif library is None:
         message = ("d2lattn needs Apache MXNet 1.9.1. On a CPU: pip install 'd2lattn[cpu]' "
                    "(or pip install mxnet==1.9.1). On Colab: run the first cell of any chapter.")
     else:

@@ -403,6 +403,16 @@ def test_import_error_without_mxnet_says_what_to_install():
     assert "Preloading" not in message
 
 
+def test_import_error_names_a_module_mxnet_needs():
+    err = ModuleNotFoundError("No module named 'requests'", name="requests")
+    message = str(device._import_error(err, {}))
+    assert message.startswith("mxnet is installed but cannot import requests, which it needs: "
+                              "pip install requests")
+    assert "needs Apache MXNet" not in message
+    missing = ModuleNotFoundError("No module named 'mxnet'", name="mxnet")
+    assert "needs Apache MXNet 1.9.1" in str(device._import_error(missing, {}))
+
+
 def test_import_preloads_before_mxnet_and_reports_a_missing_library(tmp_path):
     site = fake_site(tmp_path, ["cudnn/lib/libcudnn.so.8", "cuda_runtime/lib/libcudart.so.11.0"],
                      gpu_build=True)
