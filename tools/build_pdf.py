@@ -1,0 +1,91 @@
+"""Build the PDF edition of the book from the same sources, offline: Jupyter Book's single-page
+HTML build, its formulas typeset by the MathJax the build ships, printed to A4 by headless
+Chromium (Debian's package, driven by Playwright as in tests/test_browser.py).
+
+    .venv/bin/python tools/build_pdf.py [--out _build/html]
+
+Run it after `jupyter-book build .`: the PDF goes into the HTML build, whose title page links
+to it. Without Chromium it says so and exits with status 0 (the HTML book is complete
+without it).
+"""
+import argparse
+import functools
+import http.server
+import shutil
+import subprocess
+import sys
+import threading
+from pathlib import Path
+from urllib.parse import urlsplit
+
+ROOT = Path(__file__).resolve().parents[1]
+PDF = "d2lattn-attention.pdf"
+TYPESET = """async () => {
+  if (window.MathJax?.startup?.promise) await MathJax.startup.promise;
+  await document.fonts.ready;
+  return document.querySelectorAll('.math:not(:has(mjx-container))').length;
+}"""
+FOOTER = ('<div style="font-size: 8px; width: 100%; text-align: center; color: #555">'
+          '<span class="pageNumber"></span> / <span class="totalPages"></span></div>')
+
+
+def single_page(folder):
+    """Build the book as one HTML page in ``folder``; the page's path. The page is written
+    as book/index.html with links relative to the build's root, so it is copied there."""
+    jupyter_book = Path(sys.executable).parent / "jupyter-book"
+    subprocess.run([jupyter_book, "build", ROOT, "--builder", "singlehtml", "--path-output",
+                    folder], check=True, capture_output=True)
+    build = Path(folder) / "_build" / "singlehtml"
+    shutil.copy(build / "book" / "index.html", build / "print.html")
+    return build / "print.html"
+
+
+def print_pdf(page_path, pdf, chromium):
+    """Serve the single page's build on 127.0.0.1, wait for MathJax, print it to ``pdf``."""
+    from playwright.sync_api import sync_playwright
+
+    root = page_path.parent
+    handler = functools.partial(_Quiet, directory=str(root))
+    with http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler) as server, \
+            sync_playwright() as playwright:
+        threading.Thread(target=server.serve_forever, daemon=True).start()
+        browser = playwright.chromium.launch(executable_path=chromium)
+        page = browser.new_page()
+        page.route(lambda url: urlsplit(url).hostname != "127.0.0.1",
+                   lambda route: route.abort())  # offline: nothing leaves this machine
+        page.goto(f"http://127.0.0.1:{server.server_port}/"
+                  f"{page_path.relative_to(root).as_posix()}")
+        page.emulate_media(media="print")
+        untypeset = page.evaluate(TYPESET)
+        if untypeset:
+            raise RuntimeError(f"{untypeset} formulas were not typeset by MathJax")
+        page.pdf(path=str(pdf), format="A4", print_background=True,
+                 margin={"top": "16mm", "bottom": "18mm", "left": "14mm", "right": "14mm"},
+                 display_header_footer=True, header_template="<span></span>",
+                 footer_template=FOOTER, outline=True, tagged=True)
+        browser.close()
+        server.shutdown()
+
+
+class _Quiet(http.server.SimpleHTTPRequestHandler):
+    def log_message(self, *args):
+        pass
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--out", default=str(ROOT / "_build" / "html"),
+                        help="the folder the PDF goes to (default: the HTML build)")
+    args = parser.parse_args()
+    chromium = shutil.which("chromium") or shutil.which("chromium-browser")
+    if chromium is None:
+        print("no Chromium (apt-get install chromium): the PDF edition was not built")
+        return
+    Path(args.out).mkdir(parents=True, exist_ok=True)
+    folder = ROOT / "_build" / "pdf"
+    print_pdf(single_page(folder), Path(args.out) / PDF, chromium)
+    print(f"wrote {Path(args.out) / PDF}")
+
+
+if __name__ == "__main__":
+    main()
