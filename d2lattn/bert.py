@@ -345,10 +345,11 @@ class BERTClassifier(nn.Block):
 
 
 def segment_mean_difference(X, segments, valid_lens):
-    """The mean hidden state of the first text of a pair minus that of the second:
-    (batch, steps, d), (batch, steps) segment ids 0/1, (batch,) -> (batch, d). Padding counts
-    in neither mean; a segment without tokens has mean zero. Swapping the texts roughly
-    negates it, so a linear head can tell (a, b) from (b, a)."""
+    """The mean hidden state of the first text of a pair minus that of the second.
+
+    X (batch, steps, d), segments (batch, steps) of 0/1, valid_lens (batch,) -> (batch, d).
+    Padding counts in neither mean; a segment without tokens has mean zero. Swapping the
+    texts roughly negates it, so a linear head can tell (a, b) from (b, a)."""
     lens = valid_lens.astype(X.dtype)
     valid = npx.sequence_mask(np.ones(X.shape[:2], ctx=X.ctx), lens, True, axis=1)
     second = segments.astype(X.dtype) * valid

@@ -188,9 +188,11 @@ def test_a_stale_number_in_the_prose_is_found():
     after a fenced block and beside progress bars that print other numbers."""
     def notebook(text):
         return nbformat.v4.new_notebook(cells=[
-            nbformat.v4.new_markdown_cell("```{figure} f.svg\nalt\n```\n\n```python\nx = 1.5\n```"),
+            nbformat.v4.new_markdown_cell(
+                "```{figure} f.svg\nalt\n```\n\n```python\nx = 1.5\n```"),
             nbformat.v4.new_code_cell("print(acc)", outputs=[
-                nbformat.v4.new_output("stream", name="stdout", text="test accuracy 0.660\n"),
+                nbformat.v4.new_output("stream", name="stdout",
+                                       text="test accuracy 0.660\n"),
                 nbformat.v4.new_output("stream", name="stderr", text="val_acc=0.670 3.5it/s")]),
             nbformat.v4.new_markdown_cell(text)])
     assert unprinted_numbers(notebook("It reaches 0.660 ($p = 0.5$).")) == []
