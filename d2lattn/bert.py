@@ -342,3 +342,37 @@ class BERTClassifier(nn.Block):
         X = self.encoder(tokens, segments, valid_lens)
         pooled = self.pooler(X) if self.pooling == "cls" else mean_pool(X, valid_lens)
         return self.output(self.dropout(pooled))
+
+
+def segment_mean_difference(X, segments, valid_lens):
+    """The mean hidden state of the first text of a pair minus that of the second.
+
+    X (batch, steps, d), segments (batch, steps) of 0/1, valid_lens (batch,) -> (batch, d).
+    Padding counts in neither mean; a segment without tokens has mean zero. Swapping the
+    texts roughly negates it, so a linear head can tell (a, b) from (b, a)."""
+    lens = valid_lens.astype(X.dtype)
+    valid = npx.sequence_mask(np.ones(X.shape[:2], ctx=X.ctx), lens, True, axis=1)
+    second = segments.astype(X.dtype) * valid
+    means = [(X * np.expand_dims(m, -1)).sum(axis=1) / np.expand_dims(
+        np.maximum(m.sum(axis=1), 1), -1) for m in (valid - second, second)]
+    return means[0] - means[1]
+
+
+class PairClassifier(BERTClassifier):
+    """A :class:`BERTClassifier` for pairs [CLS] a [SEP] b [SEP] whose order matters: dropout
+    and Dense(num_classes) on :func:`segment_mean_difference`, mean(a) - mean(b). (The mean
+    over the whole pair hardly changes when a and b swap places.)
+
+    Call ``(tokens (batch, steps), segments (batch, steps), valid_lens (batch,))`` -> logits
+    (batch, num_classes).
+    """
+
+    def __init__(self, encoder, num_classes, dropout, **kwargs):
+        super().__init__(encoder, num_classes, dropout, pooling="mean", **kwargs)
+        self.pooling = "pair"
+
+    def forward(self, tokens, segments, valid_lens):
+        if valid_lens is None:
+            raise ValueError("valid_lens must be given: (batch,) lengths, got None")
+        X = self.encoder(tokens, segments, valid_lens)
+        return self.output(self.dropout(segment_mean_difference(X, segments, valid_lens)))

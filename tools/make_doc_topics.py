@@ -21,7 +21,8 @@ bltin-null-object bltin-type-objects specialattrs truth formatstrings""".split()
 STATEMENTS = """compound assignment augassign import execmodel naming dynamic-features exceptions
 try with function class raise global nonlocal del return assert async for while if else break
 continue pass yield""".split()
-MIN_WORDS, MAX_WORDS, TEST_FRACTION = 6, 40, 0.2
+MIN_WORDS, MAX_WORDS, TEST_FRACTION, VAL_FRACTION = 6, 40, 0.2, 0.2
+SPLITS = ("train", "val", "test")
 
 
 def paragraphs(topics):
@@ -48,17 +49,19 @@ def main():
         groups.append((label, kept))
     rng = random.Random(0)
     rng.shuffle(groups)  # whole paragraphs go to one split: no near-copies across splits
-    rows, counts = [], [[0, 0], [0, 0]]
+    rows, counts = [], [[0, 0, 0], [0, 0, 0]]  # train, val, test per label
     sizes = [sum(seen[s] == label for s in seen) for label in (0, 1)]
-    for label, kept in groups:  # the first paragraphs of each class, ~20% of it, for testing
-        test = counts[label][1] < TEST_FRACTION * sizes[label]
+    for label, kept in groups:  # the first paragraphs of each class, ~20% of it, for testing,
+        done = counts[label]  # the next ~20% for validation, the rest for training
+        split = 2 if done[2] < TEST_FRACTION * sizes[label] else \
+            1 if done[1] < VAL_FRACTION * sizes[label] else 0
         for s in kept:
             if seen[s] is not None:
-                counts[label][test] += 1
-                rows.append(f"{'test' if test else 'train'}\t{label}\t{s}")
-    rows.sort(key=lambda r: r.split("\t")[0] != "train")
+                done[split] += 1
+                rows.append(f"{SPLITS[split]}\t{label}\t{s}")
+    rows.sort(key=lambda r: SPLITS.index(r.split("\t")[0]))
     OUT.write_text("split\tlabel\tsentence\n" + "\n".join(rows) + "\n", encoding="utf-8")
-    print(OUT, len(rows), "sentences; [train, test] per label:", counts)
+    print(OUT, len(rows), "sentences; [train, val, test] per label:", counts)
 
 
 if __name__ == "__main__":

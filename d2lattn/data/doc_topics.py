@@ -12,11 +12,13 @@ License 2.0, compatible with this package's Apache 2.0), extracted once by
 ``tools/make_doc_topics.py`` into ``doc_topics.tsv`` (119 KB, shipped, so every Python version
 gets the same data): the prose paragraphs of 24 + 27 topics (the sentence rules of
 :mod:`d2lattn.data.pretrain`), sentences of 6-40 words, each kept once (a sentence found in
-both classes is dropped). Whole paragraphs go to the test split, about 20% of each class.
-Size: 790 train sentences (422 objects, 368 statements), 200 test (106, 94).
+both classes is dropped). Whole paragraphs go to the test split, about 20% of each class, and
+to the validation split, another 20%. Size: 590 train sentences (315 objects, 275 statements),
+200 validation (107, 93), 200 test (106, 94).
 """
 import csv
 import pathlib
+import random
 import re
 
 import numpy as onp
@@ -32,9 +34,10 @@ _WORD = re.compile(r"\w+|[^\w\s]")  # the word-level tokens of d2lattn.data.pret
 
 
 def read_doc_topics(split="train"):
-    """``(sentences, labels)``: the split's sentences (str) and their class (0 or 1)."""
-    if split not in ("train", "test"):
-        raise ValueError(f"split must be 'train' or 'test', got {split!r}")
+    """``(sentences, labels)``: the split's sentences (str) and their class (0 or 1);
+    ``split`` is ``"train"``, ``"val"`` (validation) or ``"test"``."""
+    if split not in ("train", "val", "test"):
+        raise ValueError(f"split must be 'train', 'val' or 'test', got {split!r}")
     with open(_FILE, encoding="utf-8", newline="") as f:
         rows = [row for row in csv.DictReader(f, delimiter="\t", quoting=csv.QUOTE_NONE)
                 if row["split"] == split]
@@ -76,23 +79,22 @@ def bow_vocab(sentences):
     return Vocab([_WORD.findall(s.lower()) for s in sentences])
 
 
-def bow_logistic_regression(train_sentences, train_labels, test_sentences, lr=0.5,
-                            num_steps=500, weight_decay=1e-3):
-    """A bag-of-words baseline: predicted labels of ``test_sentences``.
+def bow_features(vocab, sentences):
+    """(len(sentences), len(vocab)) 0/1 NumPy array: 1 where the sentence holds the word."""
+    X = onp.zeros((len(sentences), len(vocab)))
+    for i, s in enumerate(sentences):
+        X[i, vocab[_WORD.findall(s.lower())]] = 1
+    return X
 
-    Features: 1 if a lowercased word of the training vocabulary occurs in the sentence.
-    Multinomial logistic regression, softmax(x W + b), fitted by ``num_steps`` steps of
-    gradient descent on the mean cross-entropy plus ``weight_decay`` ||W||^2 / 2, from zeros.
-    """
-    vocab = bow_vocab(train_sentences)
 
-    def features(sentences):
-        X = onp.zeros((len(sentences), len(vocab)))
-        for i, s in enumerate(sentences):
-            X[i, vocab[_WORD.findall(s.lower())]] = 1
-        return X
-
-    X, y = features(train_sentences), onp.asarray(train_labels)
+def logistic_regression(X, y, lr=0.5, num_steps=500, weight_decay=1e-3):
+    """Multinomial logistic regression, softmax(x W + b), on features X (n, d) and labels y
+    (n,) in [0, k): ``num_steps`` steps of gradient descent on the mean cross-entropy plus
+    ``weight_decay`` ||W||^2 / 2, from zeros. Returns ``(W (d, k), b (k,))``."""
+    X, y = onp.asarray(X, dtype=float), onp.asarray(y)
+    if X.ndim != 2 or y.shape != (X.shape[0],) or not len(y):
+        raise ValueError(f"X must be (n, d) and y (n,) with n > 0, got X {X.shape}, "
+                         f"y {y.shape}")
     Y = onp.eye(y.max() + 1)[y]
     W, b = onp.zeros((X.shape[1], Y.shape[1])), onp.zeros(Y.shape[1])
     lr, weight_decay = check_positive("lr", lr), check_positive("weight_decay", weight_decay)
@@ -102,4 +104,59 @@ def bow_logistic_regression(train_sentences, train_labels, test_sentences, lr=0.
         G = (P / P.sum(axis=1, keepdims=True) - Y) / len(y)  # d(mean cross-entropy)/dZ
         W -= lr * (X.T @ G + weight_decay * W)
         b -= lr * G.sum(axis=0)
-    return (features(test_sentences) @ W + b).argmax(axis=1)
+    return W, b
+
+
+def bow_logistic_regression(train_sentences, train_labels, test_sentences, lr=0.5,
+                            num_steps=500, weight_decay=1e-3):
+    """A bag-of-words baseline: predicted labels of ``test_sentences``.
+
+    Features: 1 if a lowercased word of the training vocabulary occurs in the sentence
+    (:func:`bow_features`), classified by :func:`logistic_regression`.
+    """
+    vocab = bow_vocab(train_sentences)
+    W, b = logistic_regression(bow_features(vocab, train_sentences), train_labels, lr,
+                               num_steps, weight_decay)
+    return (bow_features(vocab, test_sentences) @ W + b).argmax(axis=1)
+
+
+# --- Which is the real sentence? A pair task that only word order decides ---------------------
+
+_ORDER_SIZES = {"train": 240, "val": 80, "test": 100}  # sentences used per split
+
+
+def read_word_order(split="train", max_words=12):
+    """``(firsts, seconds, labels)``: sentence pairs of a task that only word order decides.
+
+    For each of the first 240 / 80 / 100 sentences of the train / val / test split of
+    :func:`read_doc_topics`, its first ``max_words`` words (split at spaces) make the real
+    sentence and the same words in a random order (never the real one) a fake; two twins
+    follow: (real, fake) with label 0 and (fake, real) with label 1, "which one is real?".
+    The two sentences of a pair, and the twins, hold the same words: a bag of words, even one
+    per sentence, gives both twins the same answer, right on exactly half of them. Python's
+    ``random.Random`` with a fixed seed per split shuffles: the same data on every Python.
+    """
+    sentences = read_doc_topics(split)[0][:_ORDER_SIZES[split]]
+    max_words = check_int("max_words", max_words, minimum=2)
+    rng = random.Random(("train", "val", "test").index(split))
+    firsts, seconds, labels = [], [], []
+    for sentence in sentences:
+        words = sentence.split()[:max_words]
+        shuffled = list(words)
+        while shuffled == words:
+            rng.shuffle(shuffled)
+        real, fake = " ".join(words), " ".join(shuffled)
+        firsts += [real, fake]
+        seconds += [fake, real]
+        labels += [0, 1]
+    return firsts, seconds, labels
+
+
+def encode_word_order(tokenizer, split="train", max_len=40):
+    """``(tokens, segments, valid_lens, labels)`` int32 NumPy arrays of
+    :func:`read_word_order`'s pairs, as BERT's pair input [CLS] a [SEP] b [SEP] (segments
+    0 and 1), for a :class:`~d2lattn.text.WordPieceTokenizer`."""
+    firsts, seconds, labels = read_word_order(split)
+    encoded = tokenizer.encode_batch(firsts, seconds, max_len=check_int("max_len", max_len,
+                                                                        minimum=3))
+    return encoded + (onp.array(labels, dtype=onp.int32),)
