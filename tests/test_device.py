@@ -465,8 +465,20 @@ def test_first_cell_is_exactly_the_colab_cell(path):
     assert cell["outputs"] == []
 
 
+REPO_URL = TOOL.REPOSITORY
+
+
+def test_colab_cell_installs_the_cpu_build_where_nothing_trains_on_a_gpu():
+    for name in ("book/01_attention_pooling.ipynb", "book/05_self_attention_positional.ipynb",
+                 "exercises/ch6_transformer.ipynb", "exercises/ch7_bert.ipynb"):
+        text = TOOL.colab_cell(name)
+        assert "mxnet-cu112" not in text and "nvidia" not in text, name
+        assert '    %pip install -q --no-deps mxnet==1.9.1 "graphviz<0.9"\n' in text
+        assert text.endswith(f'    %pip install -q "d2lattn @ git+{REPO_URL}"')
+
+
 def test_colab_cell_installs_gpu_or_cpu_mxnet_without_deps_on_colab_only():
-    text = TOOL.colab_cell("book/01_attention_pooling.ipynb")
+    text = TOOL.colab_cell("book/03_bahdanau_attention.ipynb")
     body = text.split('if "google.colab" in sys.modules:\n', 1)[1]
     assert all(line.startswith("    ") for line in body.splitlines())  # all inside the if
     gpu_install, cpu_install = body.split("else:")

