@@ -16,6 +16,7 @@ Release evaluates every expected expression once, in the master's namespace, and
 plain value (:func:`d2lattn.grading.runner.encode`) in the bundle as ``expected``; grading
 compares the submission's plain values with these (:func:`d2lattn.grading.values.same`).
 """
+import ast
 import doctest
 
 from . import runner, values
@@ -38,6 +39,46 @@ def parse_case(code):
 def is_format(message):
     """True for a format check (its message starts with ``format:``): it earns no points."""
     return message.lower().startswith("format:")
+
+
+def scores(case):
+    """True for a case that earns points: any case of a bundle but a format check."""
+    return not is_format(parse_case(case["code"])[0])
+
+
+FORMS = {"bool", "type", "dtype", "context"}  # kinds of a verdict or of a form
+FORM_CALLS = {"type", "isinstance", "len", "issubclass", "callable", "hasattr"}
+FORM_ATTRIBUTES = {"shape", "ctx", "context", "dtype", "ndim", "size", "device"}
+
+
+def verdict(case):
+    """True if a case's expected values hold a bool, a type, a dtype or a context, or one of
+    its checked examples only reads a form (``type(x)``, ``x.shape``, ``len(x)``, ...)."""
+    def kinds(value):
+        yield value.get("t")
+        if value.get("t") in ("list", "tuple", "set"):
+            for item in value["v"]:
+                yield from kinds(item)
+        elif value.get("t") == "dict":
+            for pair in value["v"]:
+                for item in pair:
+                    yield from kinds(item)
+
+    if any(FORMS & set(kinds(value)) for value in case.get("expected", [])):
+        return True
+    return any(_is_form(example.source) for example in parse_case(case["code"])[1]
+               if example.want)
+
+
+def _is_form(source):
+    try:
+        node = ast.parse(source.strip(), mode="eval").body
+    except SyntaxError:
+        return False
+    parts = node.elts if isinstance(node, (ast.Tuple, ast.List)) else [node]
+    return all(isinstance(part, ast.Attribute) and part.attr in FORM_ATTRIBUTES
+               or isinstance(part, ast.Call) and isinstance(part.func, ast.Name)
+               and part.func.id in FORM_CALLS for part in parts)
 
 
 def request(case_id, question, code, wants=False):

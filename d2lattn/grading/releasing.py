@@ -10,7 +10,7 @@ import pprint
 import tempfile
 from pathlib import Path
 
-from . import cases
+from . import cases, stubs
 from .notebook import (QUESTION_LIKE, REGISTRATION, TESTS, TESTS_LIKE, cell_source,
                        check_call, first_line, parse_options, plain_markdown, question_header,
                        read_notebook, split_tests, strip_solutions)
@@ -51,22 +51,29 @@ def release(source, out="_build/exercises", unsafe=False):
 
 def expected_values(nb, tests, unsafe=False):
     """``tests`` with each case's ``expected`` plain values, from one run of the master ``nb``
-    (nothing stubbed) in which each expected expression is evaluated after its example."""
+    (nothing stubbed) in which each expected expression is evaluated after its example.
+
+    The same run grades the trivial answers of :mod:`d2lattn.grading.stubs` on every case.
+    Raises ValueError if the master fails a case, if a scored case expects a bool (a
+    verdict: return the values instead) or checks a form (a type, a shape, a context)
+    without being marked ``format:``, or if a trivial answer passes a scored case.
+    """
     from .batch import _first_ids
     from .execute import run_submission
     from .notebook import is_grader_cell
 
     cells = [(number, cell_source(cell)) for number, cell in enumerate(nb["cells"], 1)
              if cell.get("cell_type") == "code" and not is_grader_cell(cell)]
+    firsts = _first_ids(tests)
     phase = [cases.request(case_id, test["name"], case["code"], wants=True)
-             for test, first in zip(tests, _first_ids(tests))
+             for test, first in zip(tests, firsts)
              for case_id, case in enumerate(cases.cases_of(test, True), first)]
     with tempfile.TemporaryDirectory() as tmp:
         (outputs, records, notes), = run_submission(cells, [(Shadows(tmp)(()), [phase])],
                                                     **LIMITS, unsafe=unsafe)
     errors = [f"cell {n}: {o['error']}" for n, o in outputs.items() if o["error"]] + notes
     failed = []
-    for test, first in zip(tests, _first_ids(tests)):
+    for test, first in zip(tests, firsts):
         for case_id, case in enumerate(cases.cases_of(test, True), first):
             record = records.get(case_id)
             result = cases.judge(case["code"], record, record["wants"] if record else [])
@@ -76,7 +83,56 @@ def expected_values(nb, tests, unsafe=False):
             case["expected"] = record["wants"] if record else []
     if errors or failed:
         raise ValueError(f"the master does not pass its own tests: {errors + failed}")
+    verdicts = [f"{test['name']}, case {number}" for test in tests
+                for number, case in enumerate(cases.cases_of(test, True), 1)
+                if cases.scores(case) and cases.verdict(case)]
+    if verdicts:
+        raise ValueError(f"scored cases whose expected value is a verdict (a bool) or a form "
+                         f"(a type, dtype, context or shape; mark it 'format:' or compare "
+                         f"values instead): {verdicts}")
+    passed = trivial_answers(nb, tests, cells, unsafe)
+    if passed:
+        raise ValueError(f"trivial answers pass scored cases: {passed[:20]}")
     return tests
+
+
+def trivial_answers(nb, tests, cells, unsafe=False):
+    """The scored cases of ``tests`` (expected values computed) that a trivial answer of
+    :func:`d2lattn.grading.stubs.variants` passes, as messages; all of them run in one
+    sandbox, each in its own copy of the master's namespace, seeded as the master's case."""
+    from .batch import _first_ids
+    from .execute import run_submission
+
+    sources = {header[0]: cell_source(cell) for cell in nb["cells"]
+               for header in [question_header(cell)] if header}
+    phase, meta = [], {}
+    case_id = sum(len(cases.cases_of(test, True)) for test in tests)
+    for test, first in zip(tests, _first_ids(tests)):
+        replays = [value for case in cases.cases_of(test, False) for value in case["expected"]]
+        for number, (label, stub) in enumerate(stubs.variants(sources[test["name"]], replays)):
+            for original, case in enumerate(cases.cases_of(test, True), first):
+                if not cases.scores(case):
+                    continue
+                request = cases.request(case_id, f"{test['name']}#{number}", case["code"])
+                request["examples"][:0] = [[stub, None], [stubs.reseed(original), None]]
+                phase.append(request)
+                meta[case_id] = (test, case, label, original - first + 1)
+                case_id += 1
+    if not phase:
+        return []
+    with tempfile.TemporaryDirectory() as tmp:
+        (_, records, notes), = run_submission(cells, [(Shadows(tmp)(()), [phase])],
+                                              **LIMITS, unsafe=unsafe)
+    passed = []
+    for case_id, (test, case, label, number) in meta.items():
+        record = records.get(case_id)
+        if record is None or record["at"] in (0, 1):
+            raise ValueError(f"{test['name']}: the trivial answer that {label} could not be "
+                             f"defined or graded: {record and record['raised']} {notes}")
+        record = dict(record, at=None if record["at"] is None else record["at"] - 2)
+        if cases.judge(case["code"], record, case["expected"])["passed"]:
+            passed.append(f"{test['name']}, case {number}: {label}")
+    return passed
 
 
 def self_check(assignment, master, student, tests, unsafe=False):
