@@ -120,23 +120,36 @@ def run_test(test, env, hidden=False, time_limit=None):
         record = runner._run_case(request(number, test["name"], case["code"], wants=True),
                                   env, time_limit)
         results.append(dict(judge(case["code"], record, record["wants"]),
-                            hidden=case.get("hidden", False)))
+                            hidden=case.get("hidden", False), format=not scores(case)))
     return results
 
 
 def format_report(name, results):
     """A short text report: public cases one by one (failures with expected and received),
-    then hidden cases one by one by their message only, never their code or values."""
+    then hidden cases one by one by their message only, never their code or values. Counts
+    leave format checks out (they earn nothing), as the grade's reason does, and give them
+    apart."""
     public = [r for r in results if not r["hidden"]]
     hidden = [r for r in results if r["hidden"]]
-    lines = [f"{name}: {sum(r['passed'] for r in public)} of {len(public)} public cases passed"]
+    lines = [f"{name}: {_tally(public)} public cases passed{_format_tally(public)}"]
     for number, result in enumerate(public, 1):
         lines += format_case(number, result)
     if hidden:
-        lines.append(f"  hidden cases: {sum(r['passed'] for r in hidden)} of {len(hidden)} passed")
+        lines.append(f"  hidden cases: {_tally(hidden)} passed{_format_tally(hidden)}")
         lines += [_headline(f"hidden case {number}", result)
                   for number, result in enumerate(hidden, 1)]
     return "\n".join(lines)
+
+
+def _tally(results, form=False):
+    """E.g. '1 of 2': the cases of ``results`` passed, format checks only if ``form``."""
+    chosen = [r for r in results if bool(r.get("format")) is form]
+    return f"{sum(r['passed'] for r in chosen)} of {len(chosen)}"
+
+
+def _format_tally(results):
+    return f" (format checks: {_tally(results, True)})" \
+        if any(r.get("format") for r in results) else ""
 
 
 def format_case(number, result):

@@ -7,8 +7,11 @@ import textwrap
 MAGIC = re.compile(r"^(\s*)[%!].*$", re.M)  # IPython magics and shell lines are not Python
 
 
-def forbidden_uses(cells, forbid):
-    """Where the code ``cells`` (``(cell number, source)`` pairs) use a name of ``forbid``.
+def forbidden_uses(cells, forbid, only=None):
+    """Where the code ``cells`` (``(cell number, source)`` pairs) use a name of ``forbid``;
+    with ``only`` (a set of cell numbers), the uses in those cells only, aliases being
+    followed from every cell (``import d2lattn as d2l`` in one, ``d2l.masked_softmax`` in
+    another).
 
     A forbidden name ``pkg.name`` (e.g. ``d2lattn.masked_softmax``) is used by
     ``from pkg[.module] import name``, by an attribute ``.name`` of ``pkg`` or of anything
@@ -23,6 +26,7 @@ def forbidden_uses(cells, forbid):
         root, name = dotted.split(".")[0], dotted.split(".")[-1]
         aliases = {root}.union(*(_aliases(tree, root) for _, tree in trees))
         uses += [f"{dotted} (cell {number}, line {line})" for number, tree in trees
+                 if only is None or number in only
                  for line in _lines_using(tree, aliases, root, name)]
     return uses
 

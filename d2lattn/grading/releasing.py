@@ -7,6 +7,7 @@ score full marks, and the student notebook must score 0 on every question.
 """
 import json
 import pprint
+import re
 import tempfile
 from pathlib import Path
 
@@ -17,6 +18,7 @@ from .notebook import (QUESTION_LIKE, REGISTRATION, TESTS, TESTS_LIKE, cell_sour
 from .sandbox import check_sandbox
 from .shadow import Shadows
 
+BARE_REF = re.compile(r"\{(?:ref|numref|doc|eq)\}`[^`<>]*`")  # a label with no text
 LIMITS = {"timeout": 900, "case_timeout": 120, "max_output": 1_000_000}
 
 
@@ -92,14 +94,16 @@ def expected_values(nb, tests, unsafe=False):
                          f"values instead): {verdicts}")
     passed = trivial_answers(nb, tests, cells, unsafe)
     if passed:
-        raise ValueError(f"trivial answers pass scored cases: {passed[:20]}")
+        raise ValueError("trivial answers pass scored cases: " + str(
+            [f"{name}, case {number}: {label}" for name, number, label in passed][:20]))
     return tests
 
 
 def trivial_answers(nb, tests, cells, unsafe=False):
-    """The scored cases of ``tests`` (expected values computed) that a trivial answer of
-    :func:`d2lattn.grading.stubs.variants` passes, as messages; all of them run in one
-    sandbox, each in its own copy of the master's namespace, seeded as the master's case."""
+    """``[(question, case number, trivial answer)]``: the scored cases of ``tests`` (expected
+    values computed) that a trivial answer of :func:`d2lattn.grading.stubs.variants` passes.
+    They all run in one sandbox, each in its own copy of the master's namespace (after its
+    cells ``cells``), seeded as the master's case."""
     from .batch import _first_ids
     from .execute import run_submission
 
@@ -131,7 +135,7 @@ def trivial_answers(nb, tests, cells, unsafe=False):
                              f"defined or graded: {record and record['raised']} {notes}")
         record = dict(record, at=None if record["at"] is None else record["at"] - 2)
         if cases.judge(case["code"], record, case["expected"])["passed"]:
-            passed.append(f"{test['name']}, case {number}: {label}")
+            passed.append((test["name"], number, label))
     return passed
 
 
@@ -197,6 +201,10 @@ def _check_cell(cell, where):
                          "'# QUESTION <name> [points=<p>] [forbid=...]'")
     if kind == "code" and TESTS_LIKE.match(line):
         raise ValueError(f"{where}: a tests header in a code cell (tests are raw cells)")
+    label = BARE_REF.search(cell_source(cell)) if kind == "markdown" else None
+    if label:
+        raise ValueError(f"{where}: {label[0]} would show its raw label in the student "
+                         "notebook; write {ref}`the text <label>` or plain text")
 
 
 def _public_only(test):
