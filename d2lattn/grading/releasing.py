@@ -85,6 +85,17 @@ def expected_values(nb, tests, unsafe=False):
             case["expected"] = record["wants"] if record else []
     if errors or failed:
         raise ValueError(f"the master does not pass its own tests: {errors + failed}")
+    _refuse_verdicts(tests)
+    passed = trivial_answers(nb, tests, cells, unsafe)
+    if passed:
+        raise ValueError("trivial answers pass scored cases: " + str(
+            [f"{name}, case {number}: {label}" for name, number, label in passed][:20]))
+    return tests
+
+
+def _refuse_verdicts(tests):
+    """Raise ValueError for scored cases that expect a verdict or a form (see
+    :func:`d2lattn.grading.cases.verdict`)."""
     verdicts = [f"{test['name']}, case {number}" for test in tests
                 for number, case in enumerate(cases.cases_of(test, True), 1)
                 if cases.scores(case) and cases.verdict(case)]
@@ -92,11 +103,6 @@ def expected_values(nb, tests, unsafe=False):
         raise ValueError(f"scored cases whose expected value is a verdict (a bool) or a form "
                          f"(a type, dtype, context or shape; mark it 'format:' or compare "
                          f"values instead): {verdicts}")
-    passed = trivial_answers(nb, tests, cells, unsafe)
-    if passed:
-        raise ValueError("trivial answers pass scored cases: " + str(
-            [f"{name}, case {number}: {label}" for name, number, label in passed][:20]))
-    return tests
 
 
 def trivial_answers(nb, tests, cells, unsafe=False):

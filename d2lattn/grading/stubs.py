@@ -5,7 +5,8 @@ For each question, each variant rewrites the question cell's answer: every funct
 every method of a class) returns the same kind of trivial value, and every one-line answer
 ``name = value  # SOLUTION`` gets a trivial value. The kinds: each input unchanged, zeros
 and ones of each input's shape, None, a few constants, and the expected values of the
-question's public examples, replayed whatever the input.
+question's public examples, replayed whatever the input. An answer that is a tuple (a
+function whose master returns one, a tuple assigned) also gets tuples of each of these.
 """
 import ast
 import math
@@ -46,7 +47,23 @@ def variants(source, replays):
     kinds += [(f"returns the constant {c!r}", ("value", repr(c))) for c in CONSTANTS]
     kinds += [(f"replays the expected value of public example {k + 1}", ("value", text))
               for k, text in enumerate(map(literal, replays)) if text is not None]
+    kinds += [(f"{label}, as a tuple", (how, what, True)) for label, (how, what) in kinds
+              if _tuples(tree, lines) and not label.startswith("replays")]
     return [(label, _rewrite(source, kind)) for label, kind in kinds]
+
+
+def _tuples(tree, lines):
+    """True if an answer of the master is a tuple (returned or assigned)."""
+    return any(isinstance(node, ast.Tuple) for answer in _answers(tree, lines)
+               for node in ([answer.value] if not isinstance(answer, ast.FunctionDef) else
+                            [n.value for n in ast.walk(answer) if isinstance(n, ast.Return)]))
+
+
+def _width(node):
+    """The length of the tuple a master's answer returns or assigns (1 if none)."""
+    values = [node.value] if not isinstance(node, ast.FunctionDef) else \
+        [n.value for n in ast.walk(node) if isinstance(n, ast.Return)]
+    return max([len(v.elts) for v in values if isinstance(v, ast.Tuple)], default=1)
 
 
 def literal(value):
@@ -100,10 +117,14 @@ def _rewrite(source, kind):
     tree = ast.parse(source)
     lines = source.splitlines()
     for node in list(_answers(tree, lines)):
+        names = _arguments(node) if isinstance(node, ast.FunctionDef) else []
+        value = _value(kind[:2], names)
+        if len(kind) > 2:
+            value = "(" + ", ".join([value] * _width(node)) + ",)"
         if isinstance(node, ast.FunctionDef):
-            node.body = [ast.parse(f"return {_value(kind, _arguments(node))}").body[0]]
+            node.body = [ast.parse(f"return {value}").body[0]]
         else:
-            node.value = ast.parse(_value(kind, []), mode="eval").body
+            node.value = ast.parse(value, mode="eval").body
     return PRELUDE + "\n" + ast.unparse(ast.fix_missing_locations(tree))
 
 
