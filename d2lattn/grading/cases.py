@@ -120,7 +120,7 @@ def run_test(test, env, hidden=False, time_limit=None):
         record = runner._run_case(request(number, test["name"], case["code"], wants=True),
                                   env, time_limit)
         results.append(dict(judge(case["code"], record, record["wants"]),
-                            hidden=case.get("hidden", False), format=not scores(case)))
+                            hidden=case.get("hidden", False)))
     return results
 
 

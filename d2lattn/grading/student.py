@@ -3,7 +3,7 @@
 import sys
 import textwrap
 
-from .cases import format_report, run_test
+from .cases import cases_of, format_report, run_test, scores
 from .forbid import forbidden_uses
 
 CASE_TIME_LIMIT = 60  # seconds per example: a student's endless loop ends with a message
@@ -32,9 +32,12 @@ def check(question, env=None):
         env = sys._getframe(1).f_globals
     elif not isinstance(env, dict):
         raise TypeError(f"env must be a dict of names, got {type(env).__name__}")
-    results = run_test(_TESTS[question], dict(env), hidden=False, time_limit=CASE_TIME_LIMIT)
+    test = _TESTS[question]
+    results = [dict(result, format=not scores(case)) for result, case in zip(
+        run_test(test, dict(env), hidden=False, time_limit=CASE_TIME_LIMIT),
+        cases_of(test, False))]
     print(format_report(question, results) + "\n(hidden cases, if any, run when grading)"
-          + forbidden_note(question, _TESTS[question].get("forbid") or [], env))
+          + forbidden_note(question, test.get("forbid") or [], env))
 
 
 def forbidden_note(question, forbid, env):
