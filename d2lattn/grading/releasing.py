@@ -6,9 +6,11 @@ as grading will see it: the master, run with the notebook's forbidden objects st
 score full marks, and the student notebook must score 0 on every question.
 """
 import json
+import os
 import pprint
 import re
 import tempfile
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from . import cases, stubs
@@ -130,9 +132,14 @@ def trivial_answers(nb, tests, cells, unsafe=False):
                 case_id += 1
     if not phase:
         return []
-    with tempfile.TemporaryDirectory() as tmp:
-        (_, records, notes), = run_submission(cells, [(Shadows(tmp)(()), [phase])],
-                                              **LIMITS, unsafe=unsafe)
+    jobs = min(2, os.cpu_count() or 1)  # the stubs are many: two sandboxes share them
+    with tempfile.TemporaryDirectory() as tmp, ThreadPoolExecutor(jobs) as pool:
+        package = Shadows(tmp)(())
+        runs = list(pool.map(lambda part: run_submission(cells, [(package, [part])], **LIMITS,
+                                                         unsafe=unsafe)[0],
+                             [phase[start::jobs] for start in range(jobs)]))
+    records = {key: value for _, got, _ in runs for key, value in got.items()}
+    notes = [note for *_, said in runs for note in said]
     passed = []
     for case_id, (test, case, label, number) in meta.items():
         record = records.get(case_id)
