@@ -1,9 +1,11 @@
 """Release: master notebooks in; student notebooks and the instructor's autograder bundle out.
 
 Release runs each master once in the sandbox to compute every expected value (the master's
-expected expressions, evaluated in its own namespace, as plain data), then checks its own work
-as grading will see it: the master, run with the notebook's forbidden objects stubbed, must
-score full marks, and the student notebook must score 0 on every question.
+expected expressions, evaluated in its own namespace, as plain data), refuses scored cases that
+expect a verdict or a form, grades trivial answers (:mod:`d2lattn.grading.stubs`) on every
+scored case and refuses any that passes, then checks its own work as grading will see it: the
+master, run with the notebook's forbidden objects stubbed, must score full marks, and the
+student notebook must score 0 on every question.
 """
 import json
 import os
