@@ -136,8 +136,8 @@ def test_release_refuses_verdicts_forms_and_cases_a_trivial_answer_passes(tmp_pa
     if shutil.which("bwrap") is None:
         pytest.skip("release runs the masters in bubblewrap (bwrap)")
     weak = "# doubles\n>>> double(1)\n2\n\n# HIDDEN\n# a negative number\n>>> double(-3)\n-6"
-    strong = "# doubles\n>>> double(1), double(5)\n(2, 10)\n\n# HIDDEN\n# a negative number\n" \
-             ">>> double(-3)\n-6"
+    strong = "# doubles\n>>> double(1)\n2\n>>> double(5)\n10\n\n# HIDDEN\n" \
+             "# a negative number\n>>> double(-3)\n-6"
     for body, error in [
             (weak, r"trivial answers pass scored cases: \['q1, case 1: returns the constant 2'"),
             (strong.replace(">>> double(-3)\n-6", ">>> double(-3) == -6\nTrue"),
@@ -145,8 +145,8 @@ def test_release_refuses_verdicts_forms_and_cases_a_trivial_answer_passes(tmp_pa
             (strong.replace(">>> double(-3)\n-6", ">>> type(double(-3))\nint"),
              r"scored cases whose expected value is a verdict .*\['q1, case 2'\]"),
             (strong.replace("# a negative number\n>>> double(-3)\n-6",
-                            "# one\n>>> double(0.5)\n1.0"),
-             r"\['q1, case 2: replays the expected value of public example 1'")]:
+                            "# five again\n>>> double(5)\n10"),
+             r"\['q1, case 2: replays the expected value of public example 2'")]:
         master = {"nbformat": 4, "nbformat_minor": 5, "metadata": {}, "cells": [
             {"cell_type": "code", "metadata": {}, "outputs": [], "execution_count": None,
              "source": "# QUESTION q1\ndef double(x):\n    return 2 * x  # SOLUTION"},
@@ -157,7 +157,7 @@ def test_release_refuses_verdicts_forms_and_cases_a_trivial_answer_passes(tmp_pa
         with pytest.raises(ValueError, match=error):
             release(tmp_path / "weak.ipynb", tmp_path / "out")
     (tmp_path / "weak.ipynb").write_text((tmp_path / "weak.ipynb").read_text().replace(
-        "double(0.5)\\n1.0", "double(-3)\\n-6"))
+        "# five again\\n>>> double(5)\\n10", "# a negative number\\n>>> double(-3)\\n-6"))
     release(tmp_path / "weak.ipynb", tmp_path / "out")  # the strong master passes
 
 
@@ -200,11 +200,14 @@ def test_no_forbidden_body_is_reachable(master, tmp_path):
 
 
 def delegates(function):
-    """The private functions of its module (validators aside) that ``function`` calls."""
+    """The private functions of its module (validators aside) that ``function`` calls and
+    that are at least as long as it is: it hands its work to them."""
     module = sys.modules[function.__module__]
     names = re.findall(r"\b(_[a-z]\w*)\(", inspect.getsource(function))
-    return [getattr(module, name) for name in names if not name.startswith("_check")
-            and inspect.isfunction(getattr(module, name, None))]
+    length = len(inspect.getsource(function).splitlines())
+    return [helper for name in names if not name.startswith("_check")
+            for helper in [getattr(module, name, None)] if inspect.isfunction(helper)
+            and len(inspect.getsource(helper).splitlines()) >= length]
 
 
 def test_forbidding_masked_softmax_stubs_the_helper_that_does_its_work(tmp_path):
