@@ -1,18 +1,26 @@
-"""The graded exercises: release itself checks that every master scores full marks and every
-student notebook 0 (graded as submissions, in the sandbox); here the committed copies in
-exercises/student/ must be exactly what release writes, hold no hidden test, no solution and no
-MyST role, the book links to student notebooks only, and the package's wheel holds no master."""
+"""The graded exercises: release itself checks that every master scores full marks, every
+student notebook 0 and every trivial answer 0 (graded as submissions, in the sandbox), and that
+no scored case expects a verdict or a form; here the committed copies in exercises/student/
+must be exactly what release writes, hold no hidden test, no solution, no MyST role and no raw
+label, no forbidden body is reachable, the book links to student notebooks only, and the
+package's wheel holds no master."""
+import inspect
 import json
 import re
 import shutil
 import subprocess
 import sys
 import zipfile
+from collections import Counter
 from pathlib import Path
 
+import numpy as onp
 import pytest
 
-from d2lattn.grading import release
+import d2lattn
+from d2lattn.grading import cases, release, shadow, student, stubs
+from d2lattn.grading import forbid as forbid_module
+from d2lattn.grading.notebook import cell_source, parse_options, question_header
 
 ROOT = Path(__file__).resolve().parents[1]
 MASTERS = sorted((ROOT / "exercises").glob("ch*.ipynb"))
@@ -102,3 +110,152 @@ def test_book_links_to_student_notebooks_only():
     for page in pages:
         text = page.read_text(encoding="utf-8")
         assert not re.search(r"exercises/ch\d", text), page
+
+
+# --- cases earn points only by understanding ------------------------------------------------
+
+def bundle_tests(released, master):
+    return json.loads((released / "autograder" / f"{master.stem}.json").read_text())["tests"]
+
+
+@pytest.mark.parametrize("master", MASTERS, ids=lambda p: p.stem)
+def test_no_scored_case_expects_a_verdict_or_a_form(master, released):
+    """A bool computed in the student's process is a verdict the student controls; a type or
+    shape is a form: only format checks may expect them, and they earn nothing."""
+    verdicts = [(test["name"], number) for test in bundle_tests(released, master)
+                for number, case in enumerate(cases.cases_of(test, True), 1)
+                if cases.scores(case) and cases.verdict(case)]
+    assert not verdicts
+    for test in bundle_tests(released, master):  # and every question earns its points
+        assert any(cases.scores(case) for case in cases.cases_of(test, True)), test["name"]
+
+
+def test_release_refuses_verdicts_forms_and_cases_a_trivial_answer_passes(tmp_path):
+    """Release grades trivial answers of every question (here: the constant 2 and the input
+    unchanged pass the public case) and refuses bools and forms outside format checks."""
+    if shutil.which("bwrap") is None:
+        pytest.skip("release runs the masters in bubblewrap (bwrap)")
+    weak = "# doubles\n>>> double(1)\n2\n\n# HIDDEN\n# a negative number\n>>> double(-3)\n-6"
+    strong = "# doubles\n>>> double(1)\n2\n>>> double(5)\n10\n\n# HIDDEN\n" \
+             "# a negative number\n>>> double(-3)\n-6"
+    for body, error in [
+            (weak, r"trivial answers pass scored cases: \['q1, case 1: returns the constant 2'"),
+            (strong.replace(">>> double(-3)\n-6", ">>> double(-3) == -6\nTrue"),
+             r"scored cases whose expected value is a verdict .*\['q1, case 2'\]"),
+            (strong.replace(">>> double(-3)\n-6", ">>> type(double(-3))\nint"),
+             r"scored cases whose expected value is a verdict .*\['q1, case 2'\]"),
+            (strong.replace("# a negative number\n>>> double(-3)\n-6",
+                            "# five again\n>>> double(5)\n10"),
+             r"\['q1, case 2: replays the expected value of public example 2'")]:
+        master = {"nbformat": 4, "nbformat_minor": 5, "metadata": {}, "cells": [
+            {"cell_type": "code", "metadata": {}, "outputs": [], "execution_count": None,
+             "source": "# QUESTION q1\ndef double(x):\n    return 2 * x  # SOLUTION"},
+            {"cell_type": "raw", "metadata": {}, "source": "# TESTS q1\n" + body}]}
+        (tmp_path / "weak.ipynb").write_text(json.dumps(master).replace(
+            "return 2 * x  # SOLUTION", "# BEGIN SOLUTION\\n    return 2 * x\\n    "
+                                        "# END SOLUTION"))
+        with pytest.raises(ValueError, match=error):
+            release(tmp_path / "weak.ipynb", tmp_path / "out")
+    (tmp_path / "weak.ipynb").write_text((tmp_path / "weak.ipynb").read_text().replace(
+        "# five again\\n>>> double(5)\\n10", "# a negative number\\n>>> double(-3)\\n-6"))
+    release(tmp_path / "weak.ipynb", tmp_path / "out")  # the strong master passes
+
+
+def test_trivial_answers_cover_functions_methods_and_one_line_answers():
+    source = ("# QUESTION q\nclass A(Base):\n    def score(self, q, k):\n        return q\n\n"
+              "def f(x, y=1):\n    return x\n\nanswer = 3  # SOLUTION\nkept = 4\n")
+    made = dict(stubs.variants(source, [{"t": "num", "v": 7.5}]))
+    assert "return k" in made["returns its input 2 unchanged"]
+    assert "return y" in made["returns its input 2 unchanged"]
+    assert "answer = None" in made["returns None"] and "kept = 4" in made["returns None"]
+    assert "return _stub_like(q, 0)" in made["returns zeros of the shape of its input 1"]
+    assert "answer = 7.5" in made["replays the expected value of public example 1"]
+    env = {}
+    exec(made["returns ones of the shape of its input 1"].replace("(Base)", ""), env)
+    assert env["f"](onp.zeros(3)).tolist() == [1.0, 1.0, 1.0] and env["f"]("x") == 1
+
+
+@pytest.mark.parametrize("master", MASTERS, ids=lambda p: p.stem)
+def test_no_forbidden_body_is_reachable(master, tmp_path):
+    """The code of each forbidden object, and of the private helpers that do its work, is in
+    no file of the d2lattn copy its question runs with: no route can reach it."""
+    questions = [question_header(cell) for cell in json.loads(master.read_text())["cells"]]
+    forbids = {tuple(parse_options(*header)["forbid"]) for header in questions if header}
+    package = Path(d2lattn.__file__).parent
+    lines = Counter(line.strip() for path in package.rglob("*.py")
+                    for line in path.read_text().splitlines())
+    for number, forbid in enumerate(sorted(forbids - {()})):
+        copy = shadow.shadow_package(forbid, tmp_path / str(number))
+        text = {line.strip() for path in copy.rglob("*.py")
+                for line in path.read_text().splitlines()}
+        objects = [shadow._resolve(name) for name in forbid]
+        objects += [helper for obj in objects if inspect.isfunction(obj)  # what it delegates to
+                    for helper in delegates(obj)] + \
+            [shadow._resolve(name) for name in forbid_module.body(forbid)[0]]
+        for obj in objects:  # its lines found nowhere else in the package
+            own = [line.strip() for line in inspect.getsource(obj).splitlines()[1:]
+                   if len(line.strip()) > 20 and lines[line.strip()] == 1]
+            leaked = [line for line in own if line in text]
+            assert not leaked, (forbid, obj.__name__, leaked[:3])
+
+
+def delegates(function):
+    """The private functions of its module (validators aside) that ``function`` calls and
+    that are at least as long as it is: it hands its work to them."""
+    module = sys.modules[function.__module__]
+    names = re.findall(r"\b(_[a-z]\w*)\(", inspect.getsource(function))
+    length = len(inspect.getsource(function).splitlines())
+    return [helper for name in names if not name.startswith("_check")
+            for helper in [getattr(module, name, None)] if inspect.isfunction(helper)
+            and len(inspect.getsource(helper).splitlines()) >= length]
+
+
+def test_forbidding_masked_softmax_stubs_the_helper_that_does_its_work(tmp_path):
+    helpers, users = forbid_module.body(["d2lattn.masked_softmax"])
+    assert "d2lattn.attention._masked_softmax" in helpers
+    assert users["d2lattn.attention._masked_softmax"] == ["d2lattn.attention.ScoredAttention"]
+    text = (shadow.shadow_package(["d2lattn.masked_softmax"], tmp_path) / "attention.py") \
+        .read_text()
+    assert "def _masked_softmax(*args, **kwargs):\n    raise PermissionError(" in text
+    # an object the question allows keeps the helper it shares with a forbidden one
+    helpers, _ = forbid_module.body(["d2lattn.ScoredAttention", "d2lattn.DotProductAttention"])
+    assert "d2lattn.attention._masked_softmax" not in helpers
+
+
+def test_check_warns_when_the_notebook_uses_a_forbidden_name(monkeypatch, capsys):
+    monkeypatch.setattr(student, "_TESTS", {})
+    student.register([{"name": "q1", "forbid": ["d2lattn.masked_softmax"], "suites": [
+        {"cases": [{"code": "# one\n>>> one()\n1", "hidden": False}]}]}])
+    env = {"one": lambda: 1, "In": ["", "import d2lattn as d", "d.masked_softmax"]}
+    student.check("q1", env)
+    out = capsys.readouterr().out
+    assert out.startswith("q1: 1 of 1 public cases passed\n")
+    assert "Note: this notebook uses d2lattn.masked_softmax (In [2], line 1), which q1 forbids." \
+        in " ".join(out.split())
+    env["In"] = ["", "import d2lattn", "x = 1"]
+    student.check("q1", env)
+    assert "Note:" not in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("master", MASTERS, ids=lambda p: p.stem)
+def test_student_notebook_shows_no_raw_label_and_no_forbidden_hint(master):
+    """No raw label such as sec-transformer, and no question's text suggests using (or
+    comparing with) an object it forbids."""
+    nb = json.loads((STUDENTS / master.name).read_text())
+    text = "\n".join("".join(cell["source"]) for cell in nb["cells"]
+                     if cell["cell_type"] == "markdown")
+    assert not re.search(r"\bsec-[\w-]+", text)
+    cells = json.loads(master.read_text())["cells"]
+    for index, cell in enumerate(cells):
+        header = question_header(cell)
+        if not header:
+            continue
+        prose = next(cell_source(c) for c in reversed(cells[:index])
+                     if c["cell_type"] == "markdown")
+        for name in parse_options(*header)["forbid"]:
+            short = name.split(".")[-1]
+            for sentence in re.split(r"(?<=[.!?])\s", prose):
+                if re.search(rf"\b{short}\b", sentence) \
+                        and re.search(r"\b(use|call|compare|check|may|try)\b", sentence, re.I):
+                    assert re.search(r"not allowed|do not|not use|forbid", sentence, re.I), \
+                        (header[0], sentence)

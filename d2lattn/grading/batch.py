@@ -204,15 +204,15 @@ def grade_notebook(nb, tests, limits, packages, unsafe=False):
         executed = _executed(cells, outputs)
     scores, results = [], {}
     for test, first in zip(tests, _first_ids(tests)):
-        own = [(number, text) for number, text, question in cells
-               if question in (test["name"], None)]
+        own = {number for number, _, question in cells if question == test["name"]}
         outcome = [dict(judge(case["code"], records.get(case_id), case.get("expected", [])),
                         hidden=case.get("hidden", False), format=is_format(_message(case)))
                    for case_id, case in enumerate(cases_of(test, True), first)]
         if test["name"] in present:
             results[test["name"]] = outcome
         scores.append(_score(test, test["name"] in present,
-                             forbidden_uses(own, test["forbid"]), outcome, records,
+                             forbidden_uses([cell[:2] for cell in cells], test["forbid"], own),
+                             outcome, records,
                              notes.get(test["name"], []), first))
     return scores, results, executed
 

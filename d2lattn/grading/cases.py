@@ -16,6 +16,7 @@ Release evaluates every expected expression once, in the master's namespace, and
 plain value (:func:`d2lattn.grading.runner.encode`) in the bundle as ``expected``; grading
 compares the submission's plain values with these (:func:`d2lattn.grading.values.same`).
 """
+import ast
 import doctest
 
 from . import runner, values
@@ -38,6 +39,46 @@ def parse_case(code):
 def is_format(message):
     """True for a format check (its message starts with ``format:``): it earns no points."""
     return message.lower().startswith("format:")
+
+
+def scores(case):
+    """True for a case that earns points: any case of a bundle but a format check."""
+    return not is_format(parse_case(case["code"])[0])
+
+
+FORMS = {"bool", "type", "dtype", "context"}  # kinds of a verdict or of a form
+FORM_CALLS = {"type", "isinstance", "len", "issubclass", "callable", "hasattr"}
+FORM_ATTRIBUTES = {"shape", "ctx", "context", "dtype", "ndim", "size", "device"}
+
+
+def verdict(case):
+    """True if a case's expected values hold a bool, a type, a dtype or a context, or one of
+    its checked examples only reads a form (``type(x)``, ``x.shape``, ``len(x)``, ...)."""
+    def kinds(value):
+        yield value.get("t")
+        if value.get("t") in ("list", "tuple", "set"):
+            for item in value["v"]:
+                yield from kinds(item)
+        elif value.get("t") == "dict":
+            for pair in value["v"]:
+                for item in pair:
+                    yield from kinds(item)
+
+    if any(FORMS & set(kinds(value)) for value in case.get("expected", [])):
+        return True
+    return any(_is_form(example.source) for example in parse_case(case["code"])[1]
+               if example.want)
+
+
+def _is_form(source):
+    try:
+        node = ast.parse(source.strip(), mode="eval").body
+    except SyntaxError:
+        return False
+    parts = node.elts if isinstance(node, (ast.Tuple, ast.List)) else [node]
+    return all(isinstance(part, ast.Attribute) and part.attr in FORM_ATTRIBUTES
+               or isinstance(part, ast.Call) and isinstance(part.func, ast.Name)
+               and part.func.id in FORM_CALLS for part in parts)
 
 
 def request(case_id, question, code, wants=False):
@@ -85,17 +126,30 @@ def run_test(test, env, hidden=False, time_limit=None):
 
 def format_report(name, results):
     """A short text report: public cases one by one (failures with expected and received),
-    then hidden cases one by one by their message only, never their code or values."""
+    then hidden cases one by one by their message only, never their code or values. Counts
+    leave format checks out (they earn nothing), as the grade's reason does, and give them
+    apart."""
     public = [r for r in results if not r["hidden"]]
     hidden = [r for r in results if r["hidden"]]
-    lines = [f"{name}: {sum(r['passed'] for r in public)} of {len(public)} public cases passed"]
+    lines = [f"{name}: {_tally(public)} public cases passed{_format_tally(public)}"]
     for number, result in enumerate(public, 1):
         lines += format_case(number, result)
     if hidden:
-        lines.append(f"  hidden cases: {sum(r['passed'] for r in hidden)} of {len(hidden)} passed")
+        lines.append(f"  hidden cases: {_tally(hidden)} passed{_format_tally(hidden)}")
         lines += [_headline(f"hidden case {number}", result)
                   for number, result in enumerate(hidden, 1)]
     return "\n".join(lines)
+
+
+def _tally(results, form=False):
+    """E.g. '1 of 2': the cases of ``results`` passed, format checks only if ``form``."""
+    chosen = [r for r in results if bool(r.get("format")) is form]
+    return f"{sum(r['passed'] for r in chosen)} of {len(chosen)}"
+
+
+def _format_tally(results):
+    return f" (format checks: {_tally(results, True)})" \
+        if any(r.get("format") for r in results) else ""
 
 
 def format_case(number, result):

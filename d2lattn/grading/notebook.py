@@ -89,17 +89,19 @@ def question_of(cell):
 
 
 def parse_options(name, options):
-    """``{"points": float, "forbid": [names]}`` from a header's ``key=value`` words."""
+    """``{"points": float, "forbid": [names]}`` from a header's ``key=value`` words, and
+    ``"allow": [names]`` if it names any (package objects that may keep using a forbidden
+    object's helpers, see :func:`d2lattn.grading.forbid.body`)."""
     parsed = {"points": 1.0, "forbid": []}
     for word in options.split():
         key, _, value = word.partition("=")
         if key == "points":
             parsed["points"] = _points(name, value)
-        elif key == "forbid" and value:
-            parsed["forbid"] = value.split(",")
+        elif key in ("forbid", "allow") and value:
+            parsed[key] = value.split(",")
         else:
-            raise ValueError(f"question {name}: unknown option {word!r} "
-                             "(expected points=<number> or forbid=<pkg.name>,...)")
+            raise ValueError(f"question {name}: unknown option {word!r} (expected "
+                             "points=<number>, forbid=<pkg.name>,... or allow=<pkg.name>,...)")
     return parsed
 
 

@@ -1,22 +1,28 @@
 """Release: master notebooks in; student notebooks and the instructor's autograder bundle out.
 
 Release runs each master once in the sandbox to compute every expected value (the master's
-expected expressions, evaluated in its own namespace, as plain data), then checks its own work
-as grading will see it: the master, run with the notebook's forbidden objects stubbed, must
-score full marks, and the student notebook must score 0 on every question.
+expected expressions, evaluated in its own namespace, as plain data), refuses scored cases that
+expect a verdict or a form, grades trivial answers (:mod:`d2lattn.grading.stubs`) on every
+scored case and refuses any that passes, then checks its own work as grading will see it: the
+master, run with the notebook's forbidden objects stubbed, must score full marks, and the
+student notebook must score 0 on every question.
 """
 import json
+import os
 import pprint
+import re
 import tempfile
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from . import cases
+from . import cases, stubs
 from .notebook import (QUESTION_LIKE, REGISTRATION, TESTS, TESTS_LIKE, cell_source,
                        check_call, first_line, parse_options, plain_markdown, question_header,
                        read_notebook, split_tests, strip_solutions)
 from .sandbox import check_sandbox
 from .shadow import Shadows
 
+BARE_REF = re.compile(r"\{(?:ref|numref|doc|eq)\}`[^`<>]*`")  # a label with no text
 LIMITS = {"timeout": 900, "case_timeout": 120, "max_output": 1_000_000}
 
 
@@ -51,22 +57,29 @@ def release(source, out="_build/exercises", unsafe=False):
 
 def expected_values(nb, tests, unsafe=False):
     """``tests`` with each case's ``expected`` plain values, from one run of the master ``nb``
-    (nothing stubbed) in which each expected expression is evaluated after its example."""
+    (nothing stubbed) in which each expected expression is evaluated after its example.
+
+    The same run grades the trivial answers of :mod:`d2lattn.grading.stubs` on every case.
+    Raises ValueError if the master fails a case, if a scored case expects a bool (a
+    verdict: return the values instead) or checks a form (a type, a shape, a context)
+    without being marked ``format:``, or if a trivial answer passes a scored case.
+    """
     from .batch import _first_ids
     from .execute import run_submission
     from .notebook import is_grader_cell
 
     cells = [(number, cell_source(cell)) for number, cell in enumerate(nb["cells"], 1)
              if cell.get("cell_type") == "code" and not is_grader_cell(cell)]
+    firsts = _first_ids(tests)
     phase = [cases.request(case_id, test["name"], case["code"], wants=True)
-             for test, first in zip(tests, _first_ids(tests))
+             for test, first in zip(tests, firsts)
              for case_id, case in enumerate(cases.cases_of(test, True), first)]
     with tempfile.TemporaryDirectory() as tmp:
         (outputs, records, notes), = run_submission(cells, [(Shadows(tmp)(()), [phase])],
                                                     **LIMITS, unsafe=unsafe)
     errors = [f"cell {n}: {o['error']}" for n, o in outputs.items() if o["error"]] + notes
     failed = []
-    for test, first in zip(tests, _first_ids(tests)):
+    for test, first in zip(tests, firsts):
         for case_id, case in enumerate(cases.cases_of(test, True), first):
             record = records.get(case_id)
             result = cases.judge(case["code"], record, record["wants"] if record else [])
@@ -76,7 +89,69 @@ def expected_values(nb, tests, unsafe=False):
             case["expected"] = record["wants"] if record else []
     if errors or failed:
         raise ValueError(f"the master does not pass its own tests: {errors + failed}")
+    _refuse_verdicts(tests)
+    passed = trivial_answers(nb, tests, cells, unsafe)
+    if passed:
+        raise ValueError("trivial answers pass scored cases: " + str(
+            [f"{name}, case {number}: {label}" for name, number, label in passed][:20]))
     return tests
+
+
+def _refuse_verdicts(tests):
+    """Raise ValueError for scored cases that expect a verdict or a form (see
+    :func:`d2lattn.grading.cases.verdict`)."""
+    verdicts = [f"{test['name']}, case {number}" for test in tests
+                for number, case in enumerate(cases.cases_of(test, True), 1)
+                if cases.scores(case) and cases.verdict(case)]
+    if verdicts:
+        raise ValueError(f"scored cases whose expected value is a verdict (a bool) or a form "
+                         f"(a type, dtype, context or shape; mark it 'format:' or compare "
+                         f"values instead): {verdicts}")
+
+
+def trivial_answers(nb, tests, cells, unsafe=False):
+    """``[(question, case number, trivial answer)]``: the scored cases of ``tests`` (expected
+    values computed) that a trivial answer of :func:`d2lattn.grading.stubs.variants` passes.
+    They all run in one sandbox, each in its own copy of the master's namespace (after its
+    cells ``cells``), seeded as the master's case."""
+    from .batch import _first_ids
+    from .execute import run_submission
+
+    sources = {header[0]: cell_source(cell) for cell in nb["cells"]
+               for header in [question_header(cell)] if header}
+    phase, meta = [], {}
+    case_id = sum(len(cases.cases_of(test, True)) for test in tests)
+    for test, first in zip(tests, _first_ids(tests)):
+        replays = [value for case in cases.cases_of(test, False) for value in case["expected"]]
+        for number, (label, stub) in enumerate(stubs.variants(sources[test["name"]], replays)):
+            for original, case in enumerate(cases.cases_of(test, True), first):
+                if not cases.scores(case):
+                    continue
+                request = cases.request(case_id, f"{test['name']}#{number}", case["code"])
+                request["examples"][:0] = [[stub, None], [stubs.reseed(original), None]]
+                phase.append(request)
+                meta[case_id] = (test, case, label, original - first + 1)
+                case_id += 1
+    if not phase:
+        return []
+    jobs = min(2, os.cpu_count() or 1)  # the stubs are many: two sandboxes share them
+    with tempfile.TemporaryDirectory() as tmp, ThreadPoolExecutor(jobs) as pool:
+        package = Shadows(tmp)(())
+        runs = list(pool.map(lambda part: run_submission(cells, [(package, [part])], **LIMITS,
+                                                         unsafe=unsafe)[0],
+                             [phase[start::jobs] for start in range(jobs)]))
+    records = {key: value for _, got, _ in runs for key, value in got.items()}
+    notes = [note for *_, said in runs for note in said]
+    passed = []
+    for case_id, (test, case, label, number) in meta.items():
+        record = records.get(case_id)
+        if record is None or record["at"] in (0, 1):
+            raise ValueError(f"{test['name']}: the trivial answer that {label} could not be "
+                             f"defined or graded: {record and record['raised']} {notes}")
+        record = dict(record, at=None if record["at"] is None else record["at"] - 2)
+        if cases.judge(case["code"], record, case["expected"])["passed"]:
+            passed.append((test["name"], number, label))
+    return passed
 
 
 def self_check(assignment, master, student, tests, unsafe=False):
@@ -141,6 +216,10 @@ def _check_cell(cell, where):
                          "'# QUESTION <name> [points=<p>] [forbid=...]'")
     if kind == "code" and TESTS_LIKE.match(line):
         raise ValueError(f"{where}: a tests header in a code cell (tests are raw cells)")
+    label = BARE_REF.search(cell_source(cell)) if kind == "markdown" else None
+    if label:
+        raise ValueError(f"{where}: {label[0]} would show its raw label in the student "
+                         "notebook; write {ref}`the text <label>` or plain text")
 
 
 def _public_only(test):

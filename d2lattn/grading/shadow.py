@@ -9,16 +9,19 @@ from pathlib import Path
 
 
 def shadow_package(forbid, folder):
-    """Copy ``d2lattn`` into ``folder`` with each object of ``forbid`` (dotted names) replaced
-    by a stub that raises PermissionError; return the copy's path. Raises ValueError for a name
-    that is not a function or class defined at the top of a d2lattn module."""
+    """Copy ``d2lattn`` into ``folder`` with each object of ``forbid`` (dotted names), and the
+    private helpers that only it uses (:func:`d2lattn.grading.forbid.body`), replaced by a stub
+    that raises PermissionError; return the copy's path. Raises ValueError for a name that is
+    not a function or class defined at the top of a d2lattn module."""
     import d2lattn
+
+    from .forbid import body
 
     source = Path(d2lattn.__file__).resolve().parent
     target = Path(folder) / "d2lattn"
     shutil.copytree(source, target, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
     stubs = {}
-    for dotted in forbid:
+    for dotted in list(forbid) + (body(forbid)[0] if forbid else []):
         obj = _resolve(dotted)
         stubs.setdefault(obj.__module__, {})[obj.__name__] = dotted
     for module, names in stubs.items():

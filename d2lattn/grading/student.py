@@ -1,8 +1,10 @@
 """What a student calls: ``register`` (run by a released notebook's hidden tests cell) and
 ``check``."""
 import sys
+import textwrap
 
-from .cases import format_report, run_test
+from .cases import cases_of, format_report, run_test, scores
+from .forbid import forbidden_uses
 
 CASE_TIME_LIMIT = 60  # seconds per example: a student's endless loop ends with a message
 _TESTS = {}
@@ -30,5 +32,29 @@ def check(question, env=None):
         env = sys._getframe(1).f_globals
     elif not isinstance(env, dict):
         raise TypeError(f"env must be a dict of names, got {type(env).__name__}")
-    results = run_test(_TESTS[question], dict(env), hidden=False, time_limit=CASE_TIME_LIMIT)
-    print(format_report(question, results) + "\n(hidden cases, if any, run when grading)")
+    test = _TESTS[question]
+    results = [dict(result, format=not scores(case)) for result, case in zip(
+        run_test(test, dict(env), hidden=False, time_limit=CASE_TIME_LIMIT),
+        cases_of(test, False))]
+    print(format_report(question, results) + "\n(hidden cases, if any, run when grading)"
+          + forbidden_note(question, test.get("forbid") or [], env))
+
+
+def forbidden_note(question, forbid, env):
+    """A warning if the cells run so far (IPython's ``In`` list in ``env``) name an object
+    that ``question`` forbids, saying how grading treats it; '' otherwise."""
+    inputs = env.get("In")
+    if not forbid or not isinstance(inputs, list):
+        return ""
+    uses = forbidden_uses([(number, text) for number, text in enumerate(inputs)
+                           if isinstance(text, str) and text], forbid)
+    if not uses:
+        return ""
+    where = ", ".join(use.replace("(cell ", "(In [").replace(", line", "], line")
+                      for use in uses[:5])
+    return "\n" + textwrap.fill(
+        f"Note: this notebook uses {where}, which {question} forbids. When graded, "
+            f"{question} scores 0 if its own cell names a forbidden object, and in "
+            f"{question}'s tests every forbidden object (and the package code built on it) "
+            "raises PermissionError wherever it is called from. Other cells may use it for "
+            "your own checks, but your answer must not depend on it.", width=92)

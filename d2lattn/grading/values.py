@@ -18,7 +18,7 @@ KINDS = {"none", "bool", "str", "num", "dtype", "array", "context", "list", "tup
 
 LEAF = {"none": type(None), "bool": bool, "str": str, "num": (int, float), "dtype": str,
         "context": str, "type": str, "object": str, "list": list, "tuple": list, "set": list,
-        "dict": list, "array": list}
+        "dict": list, "array": (list, int, float)}  # a 0-d array holds one number
 
 
 class BadValue(ValueError):
@@ -114,4 +114,6 @@ def _text(value):
         return f"<class '{value['v'].removeprefix('builtins.')}'>"
     if kind == "dtype":
         return f"dtype('{value['v']}')"
+    if kind == "object":
+        return f"{value['v']} (type {value.get('type', '?').removeprefix('builtins.')})"
     return str(value["v"])
