@@ -76,7 +76,8 @@ class GPT(nn.Block):
         self.pos_encoding = LearnedPositionalEmbedding(num_hiddens, dropout, max_len)
         self.blks = nn.Sequential()
         for _ in range(check_int("num_blocks", num_blocks, minimum=1)):
-            self.blks.add(GPTBlock(num_hiddens, ffn_num_hiddens, num_heads, dropout, pre_norm))
+            self.blks.add(GPTBlock(num_hiddens, ffn_num_hiddens, num_heads, dropout,
+                                   pre_norm))
         self.norm = nn.LayerNorm() if _check_bool("pre_norm", pre_norm) else None
         # Sharing the embedding's ParameterDict makes Dense's weight the embedding's weight.
         shared = self.embedding.params if _check_bool("tie_weights", tie_weights) else None
@@ -97,15 +98,17 @@ class GPT(nn.Block):
         """Raise unless ``tokens`` and ``caches`` fit the model; return the offset."""
         _check_tokens(tokens, None, "tokens")
         if tokens.shape[1] == 0:
-            raise ValueError(f"tokens must have at least one step, got shape {tokens.shape}")
+            raise ValueError(f"tokens must have at least one step, got shape "
+                             f"{tokens.shape}")
         check_token_ids("tokens", tokens, self.embedding)
-        if caches is not None and (not isinstance(caches, list) or len(caches) != len(self.blks)):
-            raise ValueError(f"caches must be None or a list of {len(self.blks)} dicts (from "
+        blocks = len(self.blks)
+        if caches is not None and (not isinstance(caches, list) or len(caches) != blocks):
+            raise ValueError(f"caches must be None or a list of {blocks} dicts (from "
                              f"init_caches()), got {caches!r:.80}")
         offset = 0 if caches is None else _cached_steps(caches[0])
         if offset + tokens.shape[1] > self.max_len:
-            raise ValueError(f"tokens has {tokens.shape[1]} steps after {offset} cached ones, "
-                             f"more than max_len = {self.max_len} positions")
+            raise ValueError(f"tokens has {tokens.shape[1]} steps after {offset} cached "
+                             f"ones, more than max_len = {self.max_len} positions")
         return offset
 
     @property
@@ -133,13 +136,14 @@ def lm_loss(logits, targets, valid_lens=None):
 def perplexity(net, tokens, valid_lens=None, batch_size=64):
     """exp(mean cross-entropy) of next-token prediction over sequences of token ids.
 
-    tokens (n, steps + 1) ids: ``net`` reads row[:-1] and predicts row[1:]; valid_lens None
-    or (n,) in [1, steps + 1], the real tokens of each row (padding follows). Returns a float.
+    tokens (n, steps + 1) ids: ``net`` reads row[:-1] and predicts row[1:]; valid_lens
+    None or (n,) in [1, steps + 1], the real tokens of each row (padding follows).
+    Returns a float.
     """
     _check_tokens(tokens, valid_lens, "tokens")
     if tokens.shape[1] < 2:
-        raise ValueError(f"tokens must have at least 2 steps (one to read, one to predict), "
-                         f"got shape {tokens.shape}")
+        raise ValueError(f"tokens must have at least 2 steps (one to read, one to "
+                         f"predict), got shape {tokens.shape}")
     batch_size = check_int("batch_size", batch_size, minimum=1)
     lens = np.full(tokens.shape[:1], tokens.shape[1], dtype="int32", ctx=tokens.ctx) \
         if valid_lens is None else valid_lens
@@ -178,7 +182,7 @@ def train_lm(net, batches, num_steps, lr, device, clip=1.0):
     return losses
 
 
-# --- generation --------------------------------------------------------------------------------
+# --- generation ------------------------------------------------------------------------
 
 def next_token_probs(logits, temperature=1.0, top_k=None, top_p=None):
     """The distribution a sampler draws the next token from, as float64 NumPy (vocab_size,).
@@ -189,10 +193,11 @@ def next_token_probs(logits, temperature=1.0, top_k=None, top_p=None):
     (nucleus sampling, Holtzman et al., 2020) keep their probability, renormalised.
     temperature 0: all the probability on the most probable token (greedy decoding).
     """
-    logits = onp.asarray(logits.asnumpy() if hasattr(logits, "asnumpy") else logits, "float64")
+    logits = logits.asnumpy() if hasattr(logits, "asnumpy") else logits
+    logits = onp.asarray(logits, dtype="float64")
     if logits.ndim != 1 or logits.size == 0 or not onp.isfinite(logits).all():
-        raise ValueError(f"logits must be a non-empty 1-D array of finite numbers, got shape "
-                         f"{logits.shape}")
+        raise ValueError(f"logits must be a non-empty 1-D array of finite numbers, got "
+                         f"shape {logits.shape}")
     if not _is_real(temperature) or not 0 <= temperature < math.inf:
         raise ValueError(f"temperature must be a finite number >= 0, got {temperature!r}")
     keep = logits.size if top_k is None else check_int("top_k", top_k, minimum=1)
@@ -215,24 +220,26 @@ def _is_real(x):
     return isinstance(x, numbers.Real) and not isinstance(x, bool)
 
 
-def generate(net, prompt_ids, num_tokens, temperature=1.0, top_k=None, top_p=None, seed=None,
-             use_cache=True):
+def generate(net, prompt_ids, num_tokens, temperature=1.0, top_k=None, top_p=None,
+             seed=None, use_cache=True):
     """Continue ``prompt_ids`` (a non-empty list of ids) by ``num_tokens`` sampled tokens.
 
     Each token is drawn from :func:`next_token_probs` of the logits of the last position
     (temperature 0: greedy) with Python's ``random.Random(seed)``, or with Python's global
-    ``random`` (seeded by ``d2lattn.set_seed``) when ``seed`` is None. With ``use_cache`` the
-    prompt is read once and each new token is one step against the cached keys and values;
-    without, the whole sequence is read again at every step (same result, more work).
+    ``random`` (seeded by ``d2lattn.set_seed``) when ``seed`` is None. With ``use_cache``
+    the prompt is read once and each new token is one step against the cached keys and
+    values; without, the whole sequence is read again at every step (same result, more
+    work).
     Returns the ``num_tokens`` new ids, a list of ints.
     """
     num_tokens = check_int("num_tokens", num_tokens)
     if not isinstance(prompt_ids, (list, tuple)) or not prompt_ids:
-        raise ValueError(f"prompt_ids must be a non-empty list of token ids, got {prompt_ids!r}")
+        raise ValueError(f"prompt_ids must be a non-empty list of token ids, got "
+                         f"{prompt_ids!r}")
     if len(prompt_ids) + num_tokens - 1 > net.max_len:
-        raise ValueError(f"a prompt of {len(prompt_ids)} tokens and {num_tokens} new ones need "
-                         f"{len(prompt_ids) + num_tokens - 1} positions, more than max_len = "
-                         f"{net.max_len}")
+        raise ValueError(f"a prompt of {len(prompt_ids)} tokens and {num_tokens} new ones "
+                         f"need {len(prompt_ids) + num_tokens - 1} positions, more than "
+                         f"max_len = {net.max_len}")
     rng = random if seed is None else random.Random(check_int("seed", seed))
     ctx = net.embedding.weight.list_ctx()[0]
     ids, caches, new = list(prompt_ids), net.init_caches() if use_cache else None, []

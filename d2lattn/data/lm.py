@@ -18,8 +18,8 @@ RESERVED_TOKENS = ['<pad>', '<eos>']
 
 
 def load_corpus_lm(min_freq=3):
-    """``(train_ids, test_ids, vocab)``: each split as one list of ids, ``'<eos>'`` first and
-    after every paragraph. ``vocab``: '<unk>', ``RESERVED_TOKENS``, then the words of the
+    """``(train_ids, test_ids, vocab)``: each split as one list of ids, ``'<eos>'`` first
+    and after every paragraph. ``vocab``: '<unk>', ``RESERVED_TOKENS``, then the words of the
     training paragraphs seen at least ``min_freq`` times (rarer words become '<unk>')."""
     min_freq = check_int("min_freq", min_freq)
     splits = [[[token for sentence in paragraph for token in tokenize(sentence)]
@@ -74,7 +74,8 @@ def ngram_probs(ids, vocab_size, order, discount=0.75):
     vocab_size = check_int("vocab_size", vocab_size, minimum=1)
     ids = onp.asarray(ids, dtype="int64")
     if ids.ndim != 1 or ids.size < 2 or ids.min() < 0 or ids.max() >= vocab_size:
-        raise ValueError(f"ids must be >= 2 token ids in [0, {vocab_size}), got {ids[:5]}...")
+        raise ValueError(f"ids must be >= 2 token ids in [0, {vocab_size}), got "
+                         f"{ids[:5]}...")
     unigram = onp.bincount(ids, minlength=vocab_size) / ids.size
     if check_int("order", order, 1, 2) == 1:
         return unigram
