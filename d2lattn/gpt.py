@@ -1,0 +1,260 @@
+"""A decoder-only Transformer language model: GPT (Radford et al., 2018, 2019).
+
+GPT is the decoder of the Transformer without encoder-decoder attention: token embeddings
+plus learned positions, blocks of causal self-attention and a GELU feed-forward network
+(pre-norm, as in GPT-2), a last LayerNorm and an output layer that shares the embedding's
+weight. Trained to predict every next token, it generates text one token at a time, each
+step attending to the keys and values cached by the earlier steps. The blocks are the
+package's own: :class:`~d2lattn.attention.MultiHeadAttention` (with its cache),
+:class:`~d2lattn.transformer.AddNorm`, :class:`~d2lattn.transformer.PositionWiseFFN`.
+"""
+import math
+import numbers
+import random
+
+import mxnet as mx
+import numpy as onp
+from mxnet import autograd, gluon, np
+from mxnet.gluon import nn
+
+from ._checks import check_int, check_positive, check_rate, check_token_ids
+from .attention import MultiHeadAttention, _cached_steps
+from .positional import LearnedPositionalEmbedding
+from .seq2seq import _check_tokens
+from .train import MaskedSoftmaxCELoss, grad_clipping
+from .transformer import AddNorm, PositionWiseFFN, _causal_lens, _check_bool, _embed
+
+
+class GPTBlock(nn.Block):
+    """Causal multi-head self-attention then a GELU FFN, each inside an :class:`AddNorm`.
+
+    forward(X (batch, steps, num_hiddens), cache=None) -> same shape. ``X[:, j]`` is the
+    token at position offset + j, offset the number of positions in ``cache`` (a dict of
+    :class:`MultiHeadAttention`, extended in place; None: no cache, offset 0); it attends
+    to positions 0..offset + j. ``ffn_num_hiddens=0`` leaves the FFN out: an attention-only
+    block.
+    """
+
+    def __init__(self, num_hiddens, ffn_num_hiddens, num_heads, dropout, pre_norm=True,
+                 **kwargs):
+        super().__init__(**kwargs)
+        self.attention = MultiHeadAttention(num_hiddens, num_heads, dropout, use_bias=True)
+        self.addnorm1 = AddNorm(dropout, pre_norm)
+        self.ffn, self.addnorm2 = None, None
+        if check_int("ffn_num_hiddens", ffn_num_hiddens):
+            self.ffn = PositionWiseFFN(ffn_num_hiddens, num_hiddens, activation="gelu")
+            self.addnorm2 = AddNorm(dropout, pre_norm)
+
+    def forward(self, X, cache=None):
+        causal = _causal_lens(X.shape[0], X.shape[1], _cached_steps(cache), X.ctx)
+        Y = self.addnorm1.wrap(X, lambda Z: self.attention(Z, Z, Z, causal, cache))
+        return Y if self.ffn is None else self.addnorm2.wrap(Y, self.ffn)
+
+
+class GPT(nn.Block):
+    """A decoder-only Transformer language model.
+
+    ``net(tokens (batch, steps) ids, caches=None)`` -> logits (batch, steps, vocab_size):
+    row t scores the token that follows tokens[:, :t + 1]. ``caches``: None, or
+    ``net.init_caches()`` (one dict per block) to decode piece by piece: each call extends
+    them in place and its tokens continue the cached ones, so feeding a sequence in one call
+    or one token per call gives the same logits. Embeddings are scaled by sqrt(num_hiddens)
+    as in the course's Transformer; positions are learned, ``max_len`` of them.
+    ``ffn_num_hiddens=0``: attention-only blocks. ``pre_norm``: see :class:`AddNorm` (a
+    pre-norm GPT ends with a LayerNorm, ``norm``). ``tie_weights``: the output layer shares
+    the embedding's weight. ``attention_weights``: one (batch, num_heads, steps, keys) array
+    per block, from the last call.
+    """
+
+    def __init__(self, vocab_size, num_hiddens, ffn_num_hiddens, num_heads, num_blocks,
+                 dropout, max_len, pre_norm=True, tie_weights=True, **kwargs):
+        super().__init__(**kwargs)
+        self.num_hiddens = check_int("num_hiddens", num_hiddens, minimum=1)
+        self.max_len = check_int("max_len", max_len, minimum=1)
+        vocab_size = check_int("vocab_size", vocab_size, minimum=1)
+        self.embedding = nn.Embedding(vocab_size, num_hiddens)
+        self.pos_encoding = LearnedPositionalEmbedding(num_hiddens, dropout, max_len)
+        self.blks = nn.Sequential()
+        for _ in range(check_int("num_blocks", num_blocks, minimum=1)):
+            self.blks.add(GPTBlock(num_hiddens, ffn_num_hiddens, num_heads, dropout,
+                                   pre_norm))
+        self.norm = nn.LayerNorm() if _check_bool("pre_norm", pre_norm) else None
+        # Sharing the embedding's ParameterDict makes Dense's weight the embedding's weight.
+        shared = self.embedding.params if _check_bool("tie_weights", tie_weights) else None
+        self.dense = nn.Dense(vocab_size, flatten=False, params=shared)
+
+    def init_caches(self):
+        """Empty key/value caches, one dict per block."""
+        return [{} for _ in self.blks]
+
+    def forward(self, tokens, caches=None):
+        offset = self._check(tokens, caches)
+        X = _embed(self, tokens, offset)
+        for i, blk in enumerate(self.blks):
+            X = blk(X, None if caches is None else caches[i])
+        return self.dense(X if self.norm is None else self.norm(X))
+
+    def _check(self, tokens, caches):
+        """Raise unless ``tokens`` and ``caches`` fit the model; return the offset."""
+        _check_tokens(tokens, None, "tokens")
+        if tokens.shape[1] == 0:
+            raise ValueError(f"tokens must have at least one step, got shape "
+                             f"{tokens.shape}")
+        check_token_ids("tokens", tokens, self.embedding)
+        blocks = len(self.blks)
+        if caches is not None and (not isinstance(caches, list) or len(caches) != blocks):
+            raise ValueError(f"caches must be None or a list of {blocks} dicts (from "
+                             f"init_caches()), got {caches!r:.80}")
+        offset = 0 if caches is None else _cached_steps(caches[0])
+        if offset + tokens.shape[1] > self.max_len:
+            raise ValueError(f"tokens has {tokens.shape[1]} steps after {offset} cached "
+                             f"ones, more than max_len = {self.max_len} positions")
+        return offset
+
+    @property
+    def attention_weights(self):
+        return [blk.attention.attention_weights for blk in self.blks]
+
+
+_LOSS = MaskedSoftmaxCELoss()
+
+
+def lm_loss(logits, targets, valid_lens=None):
+    """Mean cross-entropy per real target token: ``(loss (), number of real targets)``.
+
+    logits (batch, steps, vocab_size), targets (batch, steps) ids, valid_lens None (every
+    target is real) or (batch,): the first valid_lens[i] targets of row i are real, the rest
+    is padding and counts for nothing. A batch with no real target has loss 0.
+    """
+    if valid_lens is None:
+        valid_lens = np.full(targets.shape[:1], targets.shape[1], dtype="int32",
+                             ctx=targets.ctx)
+    count = valid_lens.astype(logits.dtype).sum()
+    return _LOSS(logits, targets, valid_lens).sum() / np.maximum(count, 1), count
+
+
+def perplexity(net, tokens, valid_lens=None, batch_size=64):
+    """exp(mean cross-entropy) of next-token prediction over sequences of token ids.
+
+    tokens (n, steps + 1) ids: ``net`` reads row[:-1] and predicts row[1:]; valid_lens
+    None or (n,) in [1, steps + 1], the real tokens of each row (padding follows).
+    Returns a float.
+    """
+    _check_tokens(tokens, valid_lens, "tokens")
+    if tokens.shape[1] < 2:
+        raise ValueError(f"tokens must have at least 2 steps (one to read, one to "
+                         f"predict), got shape {tokens.shape}")
+    batch_size = check_int("batch_size", batch_size, minimum=1)
+    lens = np.full(tokens.shape[:1], tokens.shape[1], dtype="int32", ctx=tokens.ctx) \
+        if valid_lens is None else valid_lens
+    total, count = 0.0, 0.0
+    for i in range(0, tokens.shape[0], batch_size):
+        rows, n = tokens[i:i + batch_size], lens[i:i + batch_size]
+        loss, real = lm_loss(net(rows[:, :-1]), rows[:, 1:], np.maximum(n - 1, 0))
+        total, count = total + float(loss) * float(real), count + float(real)
+    if count == 0:
+        raise ValueError("tokens holds no token to predict: every valid length is <= 1")
+    return math.exp(total / count)
+
+
+def train_lm(net, batches, num_steps, lr, device, clip=1.0):
+    """Train ``net`` on next-token prediction with Adam; return the loss of every step.
+
+    ``batches``: an iterable of (batch, steps + 1) token-id arrays (e.g. a generator); it is
+    read ``num_steps`` times. ``net`` is (re)initialised with Xavier on ``device``; the
+    gradient norm is clipped to ``clip``.
+    """
+    num_steps = check_int("num_steps", num_steps, minimum=1)
+    net.initialize(mx.init.Xavier(), force_reinit=True, ctx=device)
+    trainer = gluon.Trainer(net.collect_params(), "adam",
+                            {"learning_rate": check_positive("lr", lr)})
+    losses = []
+    for _, rows in zip(range(num_steps), batches):
+        rows = rows.as_in_ctx(device)
+        with autograd.record():
+            loss, _ = lm_loss(net(rows[:, :-1]), rows[:, 1:])
+        loss.backward()
+        grad_clipping(net, clip)
+        trainer.step(1)
+        losses.append(float(loss))
+    if len(losses) < num_steps:
+        raise ValueError(f"batches ran out after {len(losses)} of num_steps = {num_steps}")
+    return losses
+
+
+# --- generation ------------------------------------------------------------------------
+
+def next_token_probs(logits, temperature=1.0, top_k=None, top_p=None):
+    """The distribution a sampler draws the next token from, as float64 NumPy (vocab_size,).
+
+    logits: (vocab_size,) floats (NumPy or mxnet). softmax(logits / temperature); then only
+    the ``top_k`` most probable tokens (ties: the lower ids first) and, of those, only the
+    smallest set of most probable tokens whose probabilities sum to at least ``top_p``
+    (nucleus sampling, Holtzman et al., 2020) keep their probability, renormalised.
+    temperature 0: all the probability on the most probable token (greedy decoding).
+    """
+    logits = logits.asnumpy() if hasattr(logits, "asnumpy") else logits
+    logits = onp.asarray(logits, dtype="float64")
+    if logits.ndim != 1 or logits.size == 0 or not onp.isfinite(logits).all():
+        raise ValueError(f"logits must be a non-empty 1-D array of finite numbers, got "
+                         f"shape {logits.shape}")
+    if not _is_real(temperature) or not 0 <= temperature < math.inf:
+        raise ValueError(f"temperature must be a finite number >= 0, got {temperature!r}")
+    keep = logits.size if top_k is None else check_int("top_k", top_k, minimum=1)
+    if top_p is not None and (not _is_real(top_p) or not 0 < top_p <= 1):
+        raise ValueError(f"top_p must be None or a number in (0, 1], got {top_p!r}")
+    order = onp.argsort(-logits, kind="stable")  # most probable first, ties by id
+    if temperature == 0:
+        return onp.eye(logits.size)[order[0]]
+    probs = onp.exp((logits - logits.max()) / temperature)
+    probs /= probs.sum()
+    if top_p is not None:
+        kept = probs[order[:keep]]
+        keep = min(keep, int((onp.cumsum(kept / kept.sum()) < top_p).sum()) + 1)
+    filtered = onp.zeros_like(probs)
+    filtered[order[:keep]] = probs[order[:keep]]
+    return filtered / filtered.sum()
+
+
+def _is_real(x):
+    return isinstance(x, numbers.Real) and not isinstance(x, bool)
+
+
+def generate(net, prompt_ids, num_tokens, temperature=1.0, top_k=None, top_p=None,
+             seed=None, use_cache=True):
+    """Continue ``prompt_ids`` (a non-empty list of ids) by ``num_tokens`` sampled tokens.
+
+    Each token is drawn from :func:`next_token_probs` of the logits of the last position
+    (temperature 0: greedy) with Python's ``random.Random(seed)``, or with Python's global
+    ``random`` (seeded by ``d2lattn.set_seed``) when ``seed`` is None. With ``use_cache``
+    the prompt is read once and each new token is one step against the cached keys and
+    values; without, the whole sequence is read again at every step (same result, more
+    work).
+    Returns the ``num_tokens`` new ids, a list of ints.
+    """
+    num_tokens = check_int("num_tokens", num_tokens)
+    if not isinstance(prompt_ids, (list, tuple)) or not prompt_ids:
+        raise ValueError(f"prompt_ids must be a non-empty list of token ids, got "
+                         f"{prompt_ids!r}")
+    if len(prompt_ids) + num_tokens - 1 > net.max_len:
+        raise ValueError(f"a prompt of {len(prompt_ids)} tokens and {num_tokens} new ones "
+                         f"need {len(prompt_ids) + num_tokens - 1} positions, more than "
+                         f"max_len = {net.max_len}")
+    rng = random if seed is None else random.Random(check_int("seed", seed))
+    ctx = net.embedding.weight.list_ctx()[0]
+    ids, caches, new = list(prompt_ids), net.init_caches() if use_cache else None, []
+    step = np.array([ids], dtype="int32", ctx=ctx)
+    for _ in range(num_tokens):
+        logits = net(step, caches)[0, -1]
+        new.append(_draw(next_token_probs(logits, temperature, top_k, top_p), rng))
+        ids.append(new[-1])
+        step = np.array([ids[-1:] if use_cache else ids], dtype="int32", ctx=ctx)
+    return new
+
+
+def _draw(probs, rng):
+    """An index drawn with probabilities ``probs`` (NumPy, summing to 1) by inverting the
+    cumulative sum at ``rng.random()``: the same draws on every NumPy version."""
+    cumulative = onp.cumsum(probs)
+    token = onp.searchsorted(cumulative, rng.random() * cumulative[-1], "right")
+    return int(min(token, probs.size - 1))
