@@ -36,9 +36,20 @@ def kernel_scores(kernel, u):
     """The attention scores a = log K(u) of ``kernel``; -inf where K(u) = 0.
 
     The Gaussian's score is written out, -u^2 / 2, so that a tiny bandwidth gives
-    nearest-neighbour weights instead of 0 / 0.
+    nearest-neighbour weights instead of 0 / 0. A kernel is a weight: its values must be
+    finite and >= 0 (a singular or negative one would give inf or NaN weights).
     """
-    return -u**2 / 2 if kernel is gaussian else np.log(kernel(u))
+    if kernel is gaussian:
+        return -u**2 / 2
+    values = kernel(u)
+    if not isinstance(values, np.ndarray) or values.shape != u.shape:
+        raise TypeError(f"kernel must map an array of shape {u.shape} to one of the same "
+                        f"shape, got {getattr(values, 'shape', type(values).__name__)}")
+    bad = values.asnumpy()
+    bad = bad[~(onp.isfinite(bad) & (bad >= 0))]
+    if bad.size:
+        raise ValueError(f"kernel must return finite values >= 0, got {bad[:5].tolist()}")
+    return np.log(values)
 
 
 def nadaraya_watson(x_train, y_train, x_query, kernel=gaussian, bandwidth=1.0):
@@ -137,6 +148,7 @@ def train_nw(net, x_train, y_train, num_epochs=5, lr=0.5, callback=None):
     num_epochs = check_int("num_epochs", num_epochs, minimum=1)
     keys, values = leave_one_out(x_train, y_train)
     loss_fn = gluon.loss.L2Loss()
+    lr = check_positive("lr", lr)
     trainer = gluon.Trainer(net.collect_params(), "sgd", {"learning_rate": lr})
     losses = []
     for epoch in range(num_epochs):
