@@ -43,10 +43,8 @@ def kernel_scores(kernel, u):
         return -u**2 / 2
     values = kernel(u)
     if not isinstance(values, np.ndarray) or values.shape != u.shape:
-        raise TypeError(f"kernel must map an array of shape {u.shape} to one of the same "
-                        f"shape, got {getattr(values, 'shape', type(values).__name__)}")
-    bad = values.asnumpy()
-    bad = bad[~(onp.isfinite(bad) & (bad >= 0))]
+        raise TypeError(f"kernel must map u {u.shape} to an array of its shape, got {values!r}")
+    bad = values.asnumpy()[~(np.isfinite(values) & (values >= 0)).asnumpy()]
     if bad.size:
         raise ValueError(f"kernel must return finite values >= 0, got {bad[:5].tolist()}")
     return np.log(values)
