@@ -1,5 +1,7 @@
 """Argument checks shared by the package: each raises an error that names the argument."""
+import json
 import numbers
+import pathlib
 
 import numpy as onp
 
@@ -157,3 +159,14 @@ def check_labels(name, labels, logits):
                          f"shape {labels.shape}")
     check_integers(name, labels, 0, logits.shape[-1] - 1,
                    f" (class ids below {logits.shape[-1]})")
+
+
+def read_json_object(file):
+    """The JSON object (a dict) in ``file``; ValueError naming the file if it holds none."""
+    try:
+        value = json.loads(pathlib.Path(file).read_text(encoding="utf-8"))
+    except (ValueError, UnicodeDecodeError) as err:  # JSONDecodeError is a ValueError
+        raise ValueError(f"{file} is not valid JSON: {err}") from None
+    if not isinstance(value, dict):
+        raise ValueError(f"{file} must hold a JSON object, got {type(value).__name__}")
+    return value

@@ -18,10 +18,10 @@ from mxnet.gluon import nn
 
 from ._checks import (check_array, check_context, check_float_array, check_int, check_integers,
                       check_lengths, check_positive, check_rate, check_token_ids,
-                      check_tokens)
+                      check_tokens, read_json_object)
 from ._ops import Dropout
 from .device import cpu
-from .text import WordPieceTokenizer, read_json_object
+from .text import WordPieceTokenizer
 from .transformer import TransformerEncoderBlock
 
 
@@ -113,7 +113,7 @@ class NextSentencePred(nn.Block):
         self.output = nn.Dense(2)
 
     def forward(self, X):
-        return self.output(X)
+        return self.output(check_array("X", X, 2, "(batch, num_hiddens)"))
 
 
 class Pooler(nn.Dense):
@@ -125,7 +125,7 @@ class Pooler(nn.Dense):
                          **kwargs)
 
     def forward(self, X):
-        return super().forward(X[:, 0, :])
+        return super().forward(check_array("X", X, 3, "(batch, steps, num_hiddens)")[:, 0, :])
 
 
 def mean_pool(X, valid_lens):

@@ -8,7 +8,7 @@ import mxnet as mx
 import numpy as onp
 from mxnet import autograd, gluon, np, npx
 
-from ._checks import check_int, check_positive
+from ._checks import check_array, check_int, check_positive
 from ._ops import softmax_rows
 
 
@@ -68,6 +68,9 @@ def nadaraya_watson(x_train, y_train, x_query, kernel=gaussian, bandwidth=1.0):
     if not callable(kernel):
         raise TypeError(f"kernel must be a function of u, got {kernel!r}")
     bandwidth = check_positive("bandwidth", bandwidth)
+    if x_query.shape[0] == 0:  # no query: empty answers, without an operator on empty arrays
+        return (np.zeros((0,), dtype=y_train.dtype, ctx=x_train.ctx),
+                np.zeros((0, x_train.shape[0]), dtype=y_train.dtype, ctx=x_train.ctx))
     u = (x_query.reshape(-1, 1) - x_train.reshape(1, -1)).astype("float64") / bandwidth
     weights = softmax_rows(kernel_scores(kernel, u)).astype(y_train.dtype)
     return np.dot(weights, y_train), weights
@@ -125,6 +128,7 @@ class NWKernelRegression(gluon.nn.Block):
                 or keys.shape[0] != queries.shape[0]:
             raise ValueError("expected queries (m,), keys and values (m, n); got shapes "
                              f"{queries.shape}, {keys.shape}, {values.shape}")
+        check_array("keys", keys)
         scores = -((queries.reshape(-1, 1) - keys) * self.w.data(queries.ctx)) ** 2 / 2
         self.attention_weights = npx.softmax(scores, axis=-1)
         return (self.attention_weights * values).sum(axis=1)

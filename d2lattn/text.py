@@ -3,7 +3,6 @@
 A leaf module: pure Python and NumPy, no mxnet.
 """
 import collections
-import json
 import numbers
 import os
 import pathlib
@@ -13,7 +12,7 @@ import unicodedata
 
 import numpy as onp
 
-from ._checks import check_int
+from ._checks import check_int, read_json_object
 
 
 def _flatten(tokens, name):
@@ -214,17 +213,6 @@ def _check_texts(name, texts):
     if not texts:
         raise ValueError(f"{name} must hold at least one text, got an empty {type(texts).__name__}")
     return list(texts)
-
-
-def read_json_object(file):
-    """The JSON object (a dict) in ``file``; ValueError naming the file if it holds none."""
-    try:
-        value = json.loads(pathlib.Path(file).read_text(encoding="utf-8"))
-    except (ValueError, UnicodeDecodeError) as err:  # JSONDecodeError is a ValueError
-        raise ValueError(f"{file} is not valid JSON: {err}") from None
-    if not isinstance(value, dict):
-        raise ValueError(f"{file} must hold a JSON object, got {type(value).__name__}")
-    return value
 
 
 def _read_vocab_file(path):

@@ -77,6 +77,8 @@ class AddNorm(nn.Block):
         if X.shape != Y.shape:
             raise ValueError(f"X and Y must have the same shape, got X {X.shape}, "
                              f"Y {Y.shape}")
+        if X.shape[-1:] == (0,):  # nothing to normalise; the LayerNorm cannot be sized
+            raise ValueError(f"X must have a width (last axis) >= 1, got shape {X.shape}")
         Z = X + self.dropout(Y)
         return Z if self.pre_norm else self.ln(Z)
 

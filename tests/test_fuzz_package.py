@@ -22,9 +22,9 @@ import numpy as onp
 import pytest
 import sacrebleu
 from hypothesis import HealthCheck, event, given, settings, strategies as st
-from mxnet import autograd, np
+from mxnet import np
 
-from d2lattn.bert import BERTClassifier, BERTEncoder, BERTModel, MaskLM, mean_pool
+from d2lattn.bert import BERTClassifier, BERTEncoder, BERTModel, mean_pool
 from d2lattn.data.nmt import RESERVED_TOKENS, build_array_nmt, load_data_nmt
 from d2lattn.decoding import beam_search, greedy_search, predict_seq2seq
 from d2lattn.metrics import corpus_bleu
@@ -59,6 +59,12 @@ net(np.zeros((0, 3)), np.zeros((0,)))""",
     "MaskLM, position beyond the steps": """
 net = MaskLM(10, 4); net.initialize()
 net(np.ones((1, 3, 4)), np.array([[5]]))""",
+    "Pooler, batch 0": "net = Pooler(4); net.initialize(); net(np.ones((0, 3, 4)))",
+    "NextSentencePred, batch 0": "net = NextSentencePred(); net.initialize(); net(np.ones((0, 4)))",
+    "nadaraya_watson, no query": "nadaraya_watson([1.0, 2.0], [1.0, 2.0], [])",
+    "NWKernelRegression, no query": """
+net = NWKernelRegression(); net.initialize()
+net(np.ones((0,)), np.ones((0, 3)), np.ones((0, 3)))""",
     "train_bert, empty iterator (hung)": """
 net = BERTModel(12, 8, 16, 2, 1, 0.0, max_len=8)
 train_bert([], net, 2, [mx.cpu()])""",
@@ -71,7 +77,8 @@ import d2lattn
 import mxnet as mx
 import numpy as onp
 from mxnet import np, npx
-from d2lattn.bert import BERTModel, MaskLM, load_pretrained, mean_pool
+from d2lattn.bert import BERTModel, MaskLM, NextSentencePred, Pooler, load_pretrained, mean_pool
+from d2lattn.pooling import NWKernelRegression, nadaraya_watson
 from d2lattn.seq2seq import Seq2SeqEncoder
 from d2lattn.text import WordPieceTokenizer
 from d2lattn.train import MaskedSoftmaxCELoss, train_bert
@@ -400,6 +407,11 @@ def test_nadaraya_watson_with_any_kernel_matches_numpy_or_refuses_it(seed, kind)
     onp.testing.assert_allclose(weights.asnumpy(), K / K.sum(axis=1, keepdims=True), rtol=1e-5)
     onp.testing.assert_allclose(pred.asnumpy(), (K / K.sum(1, keepdims=True)) @ y, rtol=1e-4,
                                 atol=1e-5)
+
+
+def test_nadaraya_watson_without_queries_answers_nothing(crash_free):
+    pred, weights = nadaraya_watson([1.0, 2.0], [3.0, 4.0], [])
+    assert pred.shape == (0,) and weights.shape == (0, 2)
 
 
 def test_a_singular_kernel_is_refused():
