@@ -455,6 +455,63 @@ def test_heatmap_colours_span_the_finite_values(seed, junk):
     plt.close("all")
 
 
+# --- positions, blocks and devices: values against NumPy, junk refused --------------------------
+
+@FUZZ
+@given(st.integers(1, 40), st.integers(1, 17))
+def test_sinusoidal_encoding_matches_its_formula(max_len, num_hiddens):
+    P = d2lattn.sinusoidal_encoding(max_len, num_hiddens)
+    pos, col = onp.meshgrid(onp.arange(max_len), onp.arange(num_hiddens), indexing="ij")
+    angle = pos / 10000.0 ** ((col - col % 2) / num_hiddens)
+    onp.testing.assert_allclose(P, onp.where(col % 2 == 0, onp.sin(angle), onp.cos(angle)),
+                                rtol=1e-12, atol=1e-12)
+
+
+@FUZZ
+@given(SEEDS, st.booleans())
+def test_add_norm_matches_numpy(seed, pre_norm):
+    rng = onp.random.default_rng(seed)
+    X, Y = rng.normal(size=(2, 3, 5)), rng.normal(size=(2, 3, 5)) * 10
+    net = d2lattn.AddNorm(0.0, pre_norm)
+    net.initialize()
+    got = net(np.array(X, dtype="float32"), np.array(Y, dtype="float32")).asnumpy()
+    Z = X + Y
+    normed = (Z - Z.mean(-1, keepdims=True)) / onp.sqrt(Z.var(-1, keepdims=True) + 1e-5)
+    onp.testing.assert_allclose(got, Z if pre_norm else normed, rtol=1e-4, atol=1e-4)
+
+
+def test_add_norm_refuses_a_width_of_zero():
+    net = d2lattn.AddNorm(0.0)
+    net.initialize()
+    with pytest.raises(ValueError, match=r"X must have a width \(last axis\) >= 1"):
+        net(np.ones((2, 3, 0)), np.ones((2, 3, 0)))
+
+
+@FUZZ
+@given(st.sampled_from([onp.nan, onp.inf, -1.0, 2.5, 4.0, 1e30]))
+def test_encoders_refuse_lengths_that_are_not_steps(length):
+    for net in (Seq2SeqEncoder(10, 4, 4, 1), d2lattn.TransformerEncoder(10, 4, 8, 2, 1, 0.0)):
+        net.initialize()
+        with pytest.raises(ValueError, match=r"valid_len must hold integers in \[0, 3\]"):
+            net(np.ones((2, 3)), np.array([length, 1.0]))
+
+
+@pytest.mark.parametrize("i", [-1, True, 1.5, "0", None])
+def test_gpu_indices_that_are_not_indices_are_refused(i):
+    for function in (d2lattn.gpu, d2lattn.try_gpu):
+        with pytest.raises(ValueError, match="GPU index i must be an int >= 0"):
+            function(i)
+
+
+def test_word_level_vocabularies_need_bert_special_tokens_to_encode_sentences():
+    from d2lattn.data.doc_topics import encode_sentences
+    with pytest.raises(ValueError, match=r"tokenizer must hold the tokens \['\[CLS\]', "):
+        encode_sentences(Vocab([["a"]]), ["a"], 8)
+    vocab = Vocab([["a"]], reserved_tokens=["[PAD]", "[CLS]", "[SEP]"])
+    tokens, _, lens = encode_sentences(vocab, ["a b", "a"], 8)
+    assert tokens.tolist() == [[2, 4, 0, 3], [2, 4, 3, 1]] and lens.tolist() == [4, 3]
+
+
 # --- training loops: empty iterators, learning rates, labels, devices, vocabularies -------------
 
 def bert_model():
