@@ -9,10 +9,7 @@ style is that of tests/test_fuzz_attention.py: hypothesis derandomized, bounded 
 """
 import json
 import math
-import os
 import string
-import subprocess
-import sys
 import unicodedata
 
 import d2lattn
@@ -24,6 +21,7 @@ import sacrebleu
 from hypothesis import HealthCheck, event, given, settings, strategies as st
 from mxnet import np
 
+from child_probe import failing_cases
 from d2lattn.bert import BERTClassifier, BERTEncoder, BERTModel, mean_pool
 from d2lattn.data.nmt import RESERVED_TOKENS, build_array_nmt, load_data_nmt
 from d2lattn.decoding import beam_search, greedy_search, predict_seq2seq
@@ -72,7 +70,7 @@ train_bert([], net, 2, [mx.cpu()])""",
     "WordPieceTokenizer, a 2-million-character word (47 s)": """
 WordPieceTokenizer(["[UNK]", "[CLS]", "[SEP]", "[PAD]", "[MASK]", "a"]).tokenize("a" * 2_000_000)""",
 }
-PROBE = """
+SETUP = """
 import d2lattn
 import mxnet as mx
 import numpy as onp
@@ -82,41 +80,8 @@ from d2lattn.pooling import NWKernelRegression, nadaraya_watson
 from d2lattn.seq2seq import Seq2SeqEncoder
 from d2lattn.text import WordPieceTokenizer
 from d2lattn.train import MaskedSoftmaxCELoss, train_bert
-for name, code in CASES.items():
-    print("case:", name, flush=True)
-    try:
-        exec(code)
-        npx.waitall()
-    except (ValueError, TypeError) as err:  # a clear refusal is fine
-        print("  refused:", err, flush=True)
-    (np.ones((2, 2)) @ np.ones((2, 2))).asnumpy()  # the canary: MXNet still works
-print("all done")
 """
-CHILD_TIMEOUT = 30  # seconds for the whole probe: the fixed calls take about 5
-
-
-def run_probe(cases, setup):
-    """{case: exit code or "hung"} of the cases that killed or hung their child process or
-    raised an unclear error; the next child goes on after the case that failed."""
-    package_root = os.path.dirname(os.path.dirname(d2lattn.__file__))  # the d2lattn under test
-    failed = {}
-    while cases:
-        try:
-            child = subprocess.run([sys.executable, "-c", f"{setup}\nCASES = {cases!r}\n{PROBE}"],
-                                   capture_output=True, text=True, timeout=CHILD_TIMEOUT,
-                                   env={**os.environ, "PYTHONPATH": package_root})
-            output, outcome = child.stdout, child.returncode
-            if outcome == 0 and "all done" in output:
-                break
-        except subprocess.TimeoutExpired as err:
-            output, outcome = err.stdout or "", "hung"
-            output = output.decode() if isinstance(output, bytes) else output
-        started = [line[6:] for line in output.splitlines() if line.startswith("case: ")]
-        last = started[-1] if started else next(iter(cases))
-        failed[last] = outcome
-        cases = {name: code for name, code in cases.items()
-                 if name not in started and name != last}
-    return failed
+CHILD_TIMEOUT = 30  # seconds for one child: the fixed calls take about 10 in all
 
 
 @pytest.fixture(scope="module")
@@ -130,7 +95,8 @@ def huge_checkpoint(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def probe(huge_checkpoint):
-    return run_probe(dict(CHILD_CASES), f"HUGE_CHECKPOINT = {str(huge_checkpoint)!r}")
+    return failing_cases(CHILD_CASES, SETUP + f"HUGE_CHECKPOINT = {str(huge_checkpoint)!r}",
+                         CHILD_TIMEOUT)
 
 
 def test_no_call_kills_hangs_or_poisons_the_process(probe):
