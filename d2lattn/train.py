@@ -111,9 +111,10 @@ class MaskedSoftmaxCELoss(gluon.nn.Block):
         # Rounding can make the loss of a confident right answer slightly negative (-1e-6):
         # shift such values to 0, leaving the gradient as it is.
         nll = nll - np.minimum(nll.detach(), 0)
-        # log_softmax skips a NaN logit; PyTorch's loss is NaN then, and so is ours.
-        has_nan = np.isnan(pred).sum(axis=-1) > 0
-        nll = np.where(has_nan, np.full(nll.shape, onp.nan, dtype=nll.dtype, ctx=nll.ctx), nll)
+        # log_softmax skips a NaN logit and gives inf for a +inf one; PyTorch's loss is NaN
+        # then, and so is ours.
+        invalid = (np.isnan(pred) + (pred == onp.inf)).sum(axis=-1) > 0
+        nll = np.where(invalid, np.full(nll.shape, onp.nan, dtype=nll.dtype, ctx=nll.ctx), nll)
         return (nll * mask).sum(axis=1)
 
 
