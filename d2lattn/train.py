@@ -111,11 +111,20 @@ class MaskedSoftmaxCELoss(gluon.nn.Block):
         # Rounding can make the loss of a confident right answer slightly negative (-1e-6):
         # shift such values to 0, leaving the gradient as it is.
         nll = nll - np.minimum(nll.detach(), 0)
-        # log_softmax skips a NaN logit and gives inf for a +inf one; PyTorch's loss is NaN
-        # then, and so is ours.
-        invalid = (np.isnan(pred) + (pred == onp.inf)).sum(axis=-1) > 0
-        nll = np.where(invalid, np.full(nll.shape, onp.nan, dtype=nll.dtype, ctx=nll.ctx), nll)
-        return (nll * mask).sum(axis=1)
+        return (_nan_where_pytorch_is(pred, nll) * mask).sum(axis=1)
+
+
+def _nan_where_pytorch_is(pred, nll):
+    """``nll`` (batch, steps) with NaN where a logit of ``pred`` is NaN or +inf: log_softmax
+    skips a NaN logit and gives inf for a +inf one, where PyTorch's loss is NaN.
+
+    With -inf raised to the lowest finite number (-inf logits are fine), pred @ 0 is NaN
+    exactly there: cheaper than a reduction over the vocabulary, and no wait for the device.
+    """
+    probe = pred.detach() if pred.dtype != onp.float16 else pred.detach().astype("float32")
+    probe = np.maximum(probe, onp.finfo(probe.dtype).min)  # keeps NaN
+    invalid = np.isnan(np.dot(probe, np.zeros(pred.shape[-1:], probe.dtype, ctx=pred.ctx)))
+    return np.where(invalid, np.full(nll.shape, onp.nan, dtype=nll.dtype, ctx=nll.ctx), nll)
 
 
 _SEQ_LOSS = MaskedSoftmaxCELoss()
