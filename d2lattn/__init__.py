@@ -16,6 +16,7 @@ except (ImportError, OSError) as err:  # OSError: a library of the GPU build is 
 from mxnet import npx
 
 npx.set_np()
+_compat.fill_any_float_dtype()
 
 from .attention import (AdditiveAttention, ConcatAttention, DotProductAttention,  # noqa: E402
                         GeneralAttention, MultiHeadAttention, ScoredAttention, masked_softmax,

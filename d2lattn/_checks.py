@@ -1,5 +1,7 @@
 """Argument checks shared by the package: each raises an error that names the argument."""
+import json
 import numbers
+import pathlib
 
 import numpy as onp
 
@@ -57,6 +59,114 @@ def check_integers(name, x, low, high, what=""):
 
 
 def check_token_ids(name, X, embedding):
-    """Raise unless ``X`` holds ids that ``embedding`` (a Gluon Embedding) has rows for."""
+    """Raise unless ``X`` is (batch, steps), neither empty, of ids that ``embedding`` (a Gluon
+    Embedding) has rows for."""
+    check_array(name, X, 2, "(batch, steps) token ids")
     size = embedding.weight.shape[0]
     check_integers(name, X, 0, size - 1, f" (token ids below the vocabulary size {size})")
+
+
+def check_real(name, value, minimum=None):
+    """``value`` as a finite float (>= ``minimum`` if given); bools and NaN are rejected."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Real) \
+            or not onp.isfinite(float(value)) or (minimum is not None and value < minimum):
+        bound = "" if minimum is None else f" >= {minimum}"
+        raise ValueError(f"{name} must be a finite number{bound}, got {value!r}")
+    return float(value)
+
+
+def check_array(name, x, ndim=None, axes=None):
+    """Raise unless ``x`` is an mxnet.np array (of ``ndim`` axes, if given) without an empty
+    axis: zero-size arrays are refused before an MXNet operator sees them (some operators
+    crash on them or leave the engine broken for the next, unrelated call). ``axes`` names
+    the ``ndim`` axes in the message, e.g. "(batch, steps) token ids"."""
+    from mxnet import np
+    if not isinstance(x, np.ndarray):
+        raise TypeError(f"{name} must be an mxnet.np.ndarray, got {type(x).__name__}")
+    if ndim is not None and x.ndim != ndim:
+        raise ValueError(f"{name} must be {axes or f'{ndim}-D'}, got shape {x.shape}")
+    if 0 in x.shape:
+        raise ValueError(f"{name} must have no empty axis, got shape {x.shape}")
+    return x
+
+
+def check_lengths(name, lens, batch, steps, what=None):
+    """Raise unless ``lens`` is an mxnet.np array of shape (``batch``,) holding integers in
+    [0, ``steps``] (any numeric dtype: 3.0 is fine, 2.5, -1, NaN and inf are not).
+    ``what`` ends the message (default: " (the number of steps, <steps>)"). Returns them as
+    float64 NumPy."""
+    from mxnet import np
+    if not isinstance(lens, np.ndarray):
+        raise TypeError(f"{name} must be an mxnet.np.ndarray, got {type(lens).__name__}")
+    if lens.shape != (batch,):
+        raise ValueError(f"{name} must have shape ({batch},), got {lens.shape}")
+    return check_integers(name, lens, 0, steps, what or f" (the number of steps, {steps})")
+
+
+def check_context(name, ctx):
+    """Raise unless ``ctx`` is an mxnet Context such as ``mx.cpu()`` (not a str)."""
+    import mxnet as mx
+    if not isinstance(ctx, mx.Context):
+        raise TypeError(f"{name} must be an mxnet Context such as d2lattn.cpu() or "
+                        f"d2lattn.try_gpu(), got {ctx!r}")
+    return ctx
+
+
+def check_contexts(name, ctxs):
+    """``ctxs`` as a list after checking it is a non-empty list or tuple of Contexts."""
+    if not isinstance(ctxs, (list, tuple)) or not ctxs:
+        raise ValueError(f"{name} must be a non-empty list of contexts, got {ctxs!r}")
+    for i, ctx in enumerate(ctxs):
+        check_context(f"{name}[{i}]", ctx)
+    return list(ctxs)
+
+
+def check_special_tokens(name, vocab, tokens):
+    """Raise unless ``vocab`` (a Vocab, a tokenizer or a mapping token -> id) holds every token
+    of ``tokens``: a missing one would silently become the id of the unknown token."""
+    known = getattr(vocab, "token_to_idx", vocab)
+    missing = [token for token in tokens if token not in known]
+    if missing:
+        raise ValueError(f"{name} must hold the tokens {missing} (reserve them when "
+                         "building it)")
+
+
+def nonempty(name, iterable):
+    """Iterate over ``iterable``; raise ValueError at its end if it yielded nothing (a loop over
+    it would divide by zero or, repeated until a number of steps, never end)."""
+    empty = True
+    for item in iterable:
+        empty = False
+        yield item
+    if empty:
+        raise ValueError(f"{name} yielded no batch: it is empty")
+
+
+def check_tokens(name, X, valid_len):
+    """Raise unless ``X`` is (batch, steps) token ids, neither empty, and ``valid_len`` None or
+    (batch,) integers in [0, steps]: an encoder would otherwise hide a longer length by
+    cutting it to steps."""
+    check_array(name, X, 2, "(batch, steps) token ids")
+    if valid_len is not None:
+        check_lengths("valid_len", valid_len, *X.shape, f" ({name} has {X.shape[1]} steps)")
+
+
+def check_labels(name, labels, logits):
+    """Raise unless ``labels`` holds one class id in [0, classes) per row of ``logits``
+    (..., classes): an id out of range would pick another row's score or garbage."""
+    if labels.size * logits.shape[-1] != logits.size:
+        raise ValueError(f"{name} must hold one label per prediction {logits.shape[:-1]}, got "
+                         f"shape {labels.shape}")
+    check_integers(name, labels, 0, logits.shape[-1] - 1,
+                   f" (class ids below {logits.shape[-1]})")
+
+
+def read_json_object(file):
+    """The JSON object (a dict) in ``file``; ValueError naming the file if it holds none."""
+    try:
+        value = json.loads(pathlib.Path(file).read_text(encoding="utf-8"))
+    except (ValueError, UnicodeDecodeError) as err:  # JSONDecodeError is a ValueError
+        raise ValueError(f"{file} is not valid JSON: {err}") from None
+    if not isinstance(value, dict):
+        raise ValueError(f"{file} must hold a JSON object, got {type(value).__name__}")
+    return value

@@ -61,3 +61,24 @@ def _check_distutils():
         raise ImportError(
             "mxnet 1.9.1 imports distutils, which Python 3.12+ no longer ships: "
             "install setuptools (pip install setuptools) and restart Python") from err
+
+
+def fill_any_float_dtype():
+    """Let mxnet's initializers fill float64 and float16 parameters (call after ``import
+    mxnet``). They call ``mxnet.np.random.uniform(..., out=param)`` (or ``normal``), which
+    draws float32 whatever ``out`` holds and fails on any other dtype with an operator error:
+    a model cast to float64 could be neither initialised nor re-initialised. Here a missing
+    ``dtype`` defaults to that of ``out``."""
+    import mxnet.numpy.random as mx_random
+    for name in ("uniform", "normal"):
+        draw = getattr(mx_random, name)
+        if getattr(draw, "_fills_out_dtype", False):
+            continue
+
+        def fill(*args, _draw=draw, dtype=None, out=None, **kwargs):
+            if dtype is None and out is not None and out.dtype != numpy.float32 \
+                    and len(args) < 4:  # (low, high, size): dtype not given by position
+                dtype = out.dtype
+            return _draw(*args, dtype=dtype, out=out, **kwargs)
+        fill.__name__, fill.__doc__, fill._fills_out_dtype = name, draw.__doc__, True
+        setattr(mx_random, name, fill)

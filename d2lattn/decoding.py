@@ -8,11 +8,16 @@ the attention weights of every emitted token, (target tokens, source steps).
 import numpy as onp
 from mxnet import np, npx
 
-from ._checks import check_int
+from ._checks import check_context, check_int, check_real, check_special_tokens
 from .data.nmt import build_array_nmt
 
 
-def _encode(net, src_lines, src_vocab, num_steps, device):
+def _encode(net, src_lines, src_vocab, num_steps, device, tgt_vocab):
+    """Checks the vocabularies and the device, then encodes: (decoder state, valid lengths)."""
+    check_special_tokens("tgt_vocab", tgt_vocab, ["<bos>", "<eos>"])
+    check_context("device", device)
+    if isinstance(src_lines, (list, tuple)) and not src_lines:
+        raise ValueError("src_lines must hold at least one token list, got an empty list")
     X, valid_len = build_array_nmt(src_lines, src_vocab, num_steps)
     X, valid_len = X.as_in_ctx(device), valid_len.as_in_ctx(device)
     state = net.decoder.init_state(net.encoder(X, valid_len), valid_len)
@@ -33,7 +38,7 @@ def greedy_search(net, src_lines, src_vocab, tgt_vocab, num_steps, device):
     (target tokens, source steps) array per sentence, or None for decoders without attention).
     """
     num_steps = check_int("num_steps", num_steps, minimum=1)
-    state, src_valid_len = _encode(net, src_lines, src_vocab, num_steps, device)
+    state, src_valid_len = _encode(net, src_lines, src_vocab, num_steps, device, tgt_vocab)
     batch, eos = len(src_lines), tgt_vocab["<eos>"]
     tokens = np.full((batch,), tgt_vocab["<bos>"], dtype="int32", ctx=device)
     outputs, weights = [], []
@@ -98,7 +103,8 @@ def beam_search(net, src_tokens, src_vocab, tgt_vocab, num_steps, device, beam_s
     """
     num_steps = check_int("num_steps", num_steps, minimum=1)
     beam_size = check_int("beam_size", beam_size, minimum=1)
-    state, src_valid_len = _encode(net, [src_tokens], src_vocab, num_steps, device)
+    alpha = check_real("alpha", alpha, minimum=0)
+    state, src_valid_len = _encode(net, [src_tokens], src_vocab, num_steps, device, tgt_vocab)
     src_len = int(src_valid_len[0])
     # Each live beam: (log-probability, token ids, weight rows). Start with one, <bos>.
     beams, finished = [(0.0, [tgt_vocab["<bos>"]], [])], []
@@ -127,7 +133,7 @@ def predict_seq2seq(net, src_sentence, src_vocab, tgt_vocab, num_steps, device, 
     ``num_steps``), one column per source token and the source's <eos>.
     """
     tokens = src_sentence.split() if isinstance(src_sentence, str) else list(src_sentence)
-    if beam_size == 1:
+    if check_int("beam_size", beam_size, minimum=1) == 1:
         (translation,), weights = greedy_search(net, [tokens], src_vocab, tgt_vocab,
                                                 num_steps, device)
         weights = None if weights is None else weights[0]

@@ -14,14 +14,31 @@ def _tokens(seq, name):
     raise TypeError(f"{name} must be a str or a list of str tokens, got {seq!r}")
 
 
-def _ngram_matches(pred_tokens, label_tokens, n):
-    """Clipped n-gram matches: each n-gram of the prediction counts at most as often as it
-    occurs in the label."""
-    def counts(tokens):
-        return collections.Counter(tuple(tokens[i:i + n]) for i in range(len(tokens) - n + 1))
+def _references(label, name):
+    """``label`` as a list of references (token lists): one reference (a str or a list of str
+    tokens) or several (a list of them, e.g. token lists)."""
+    if isinstance(label, (list, tuple)) and label \
+            and all(isinstance(ref, (list, tuple)) for ref in label):
+        return [_tokens(ref, f"{name}[{j}]") for j, ref in enumerate(label)]
+    tokens = _tokens(label, name)
+    spaced = [token for token in tokens if any(char.isspace() for char in token)]
+    if spaced and not isinstance(label, str):
+        raise ValueError(f"{name} holds tokens with whitespace {spaced[:3]}: give one reference "
+                         "as a str or a token list, several as a list of token lists")
+    return [tokens]
 
-    label_counts = counts(label_tokens)
-    return sum(min(count, label_counts[gram]) for gram, count in counts(pred_tokens).items())
+
+def _counts(tokens, n):
+    return collections.Counter(tuple(tokens[i:i + n]) for i in range(len(tokens) - n + 1))
+
+
+def _ngram_matches(pred_tokens, label_tokens, n, more_labels=()):
+    """Clipped n-gram matches: each n-gram of the prediction counts at most as often as it
+    occurs in the label (in the label where it occurs most, with ``more_labels``)."""
+    label_counts = _counts(label_tokens, n)
+    for tokens in more_labels:
+        label_counts |= _counts(tokens, n)  # the maximum count of each n-gram
+    return sum(min(count, label_counts[gram]) for gram, count in _counts(pred_tokens, n).items())
 
 
 def bleu(pred_seq, label_seq, k):
@@ -44,13 +61,16 @@ def bleu(pred_seq, label_seq, k):
 
 
 def corpus_bleu(preds, labels, max_n=4):
-    """Corpus BLEU (Papineni et al., 2002) of predictions against one label each, in [0, 1].
+    """Corpus BLEU (Papineni et al., 2002) of predictions against their labels, in [0, 1].
 
     Clipped n-gram matches and n-gram counts are summed over the corpus for n = 1 ..
     ``max_n``; the score is the geometric mean of the ``max_n`` precisions times the brevity
     penalty exp(1 - r / c) when the total prediction length c is below the total label length
     r. Without smoothing it is 0 when some order has no match. ``preds`` and ``labels`` are
-    equally long lists of token lists or space-separated strings.
+    equally long lists of token lists or space-separated strings; a label may also be several
+    references, a list of token lists: an n-gram then matches as often as it occurs in the
+    reference where it occurs most, and r counts the reference closest in length to the
+    prediction (the shorter on a tie), as sacrebleu does.
     """
     for name, seqs in (("preds", preds), ("labels", labels)):
         if not isinstance(seqs, (list, tuple)) or not seqs:
@@ -62,10 +82,11 @@ def corpus_bleu(preds, labels, max_n=4):
     matches, totals = [0] * max_n, [0] * max_n
     pred_len = label_len = 0
     for i, (pred, label) in enumerate(zip(preds, labels)):
-        pred_tokens, label_tokens = _tokens(pred, f"preds[{i}]"), _tokens(label, f"labels[{i}]")
-        pred_len, label_len = pred_len + len(pred_tokens), label_len + len(label_tokens)
+        pred_tokens, refs = _tokens(pred, f"preds[{i}]"), _references(label, f"labels[{i}]")
+        closest = min(refs, key=lambda ref: (abs(len(ref) - len(pred_tokens)), len(ref)))
+        pred_len, label_len = pred_len + len(pred_tokens), label_len + len(closest)
         for n in range(1, max_n + 1):
-            matches[n - 1] += _ngram_matches(pred_tokens, label_tokens, n)
+            matches[n - 1] += _ngram_matches(pred_tokens, refs[0], n, refs[1:])
             totals[n - 1] += max(0, len(pred_tokens) - n + 1)
     if 0 in matches:
         return 0.0

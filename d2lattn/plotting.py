@@ -13,24 +13,29 @@ def show_heatmaps(matrices, xlabel, ylabel, titles=None, figsize=(2.5, 2.5), cma
 
     matrices: (rows, cols, queries, keys), e.g. (1, heads, queries, keys); ``figsize`` is the
     size of one panel. ``titles`` has one entry per column; ``xticklabels`` (keys) and
-    ``yticklabels`` (queries) label the axes with tokens instead of positions.
+    ``yticklabels`` (queries) label the axes with tokens instead of positions. The colour
+    scale spans the finite values; NaN and infinite cells are left blank.
     Returns None, so that a notebook cell ending with the call shows only the figure
     (get it with ``plt.gcf()``).
     """
     mats = _to_numpy(matrices)
     if mats.ndim != 4:
         raise ValueError(f"matrices must be 4-D (rows, cols, queries, keys), got shape {mats.shape}")
+    if 0 in mats.shape:
+        raise ValueError(f"matrices must have no empty axis, got shape {mats.shape}")
     rows, cols, n_q, n_k = mats.shape
     _check_len("titles", titles, cols)
     _check_len("xticklabels", xticklabels, n_k)
     _check_len("yticklabels", yticklabels, n_q)
     fig, axes = plt.subplots(rows, cols, figsize=(figsize[0] * cols, figsize[1] * rows),
                              sharex=True, sharey=True, squeeze=False)
-    vmin, vmax = float(mats.min()), float(mats.max())
+    finite = mats[onp.isfinite(mats)]  # one NaN would make min() and max() NaN
+    vmin, vmax = (float(finite.min()), float(finite.max())) if finite.size else (0.0, 1.0)
     for i in range(rows):
         for j in range(cols):
             ax = axes[i, j]
-            image = ax.imshow(mats[i, j], cmap=cmap, vmin=vmin, vmax=vmax)
+            image = ax.imshow(onp.where(onp.isfinite(mats[i, j]), mats[i, j], onp.nan),
+                              cmap=cmap, vmin=vmin, vmax=vmax)
             if i == rows - 1:
                 ax.set_xlabel(xlabel)
             if j == 0:

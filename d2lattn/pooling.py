@@ -8,7 +8,7 @@ import mxnet as mx
 import numpy as onp
 from mxnet import autograd, gluon, np, npx
 
-from ._checks import check_int, check_positive
+from ._checks import check_array, check_int, check_positive
 from ._ops import softmax_rows
 
 
@@ -36,9 +36,18 @@ def kernel_scores(kernel, u):
     """The attention scores a = log K(u) of ``kernel``; -inf where K(u) = 0.
 
     The Gaussian's score is written out, -u^2 / 2, so that a tiny bandwidth gives
-    nearest-neighbour weights instead of 0 / 0.
+    nearest-neighbour weights instead of 0 / 0. A kernel is a weight: its values must be
+    finite and >= 0 (a singular or negative one would give inf or NaN weights).
     """
-    return -u**2 / 2 if kernel is gaussian else np.log(kernel(u))
+    if kernel is gaussian:
+        return -u**2 / 2
+    values = kernel(u)
+    if not isinstance(values, np.ndarray) or values.shape != u.shape:
+        raise TypeError(f"kernel must map u {u.shape} to an array of its shape, got {values!r}")
+    bad = values.asnumpy()[~(np.isfinite(values) & (values >= 0)).asnumpy()]
+    if bad.size:
+        raise ValueError(f"kernel must return finite values >= 0, got {bad[:5].tolist()}")
+    return np.log(values)
 
 
 def nadaraya_watson(x_train, y_train, x_query, kernel=gaussian, bandwidth=1.0):
@@ -59,6 +68,9 @@ def nadaraya_watson(x_train, y_train, x_query, kernel=gaussian, bandwidth=1.0):
     if not callable(kernel):
         raise TypeError(f"kernel must be a function of u, got {kernel!r}")
     bandwidth = check_positive("bandwidth", bandwidth)
+    if x_query.shape[0] == 0:  # no query: empty answers, without an operator on empty arrays
+        return (np.zeros((0,), dtype=y_train.dtype, ctx=x_train.ctx),
+                np.zeros((0, x_train.shape[0]), dtype=y_train.dtype, ctx=x_train.ctx))
     u = (x_query.reshape(-1, 1) - x_train.reshape(1, -1)).astype("float64") / bandwidth
     weights = softmax_rows(kernel_scores(kernel, u)).astype(y_train.dtype)
     return np.dot(weights, y_train), weights
@@ -116,6 +128,7 @@ class NWKernelRegression(gluon.nn.Block):
                 or keys.shape[0] != queries.shape[0]:
             raise ValueError("expected queries (m,), keys and values (m, n); got shapes "
                              f"{queries.shape}, {keys.shape}, {values.shape}")
+        check_array("keys", keys)
         scores = -((queries.reshape(-1, 1) - keys) * self.w.data(queries.ctx)) ** 2 / 2
         self.attention_weights = npx.softmax(scores, axis=-1)
         return (self.attention_weights * values).sum(axis=1)
@@ -137,6 +150,7 @@ def train_nw(net, x_train, y_train, num_epochs=5, lr=0.5, callback=None):
     num_epochs = check_int("num_epochs", num_epochs, minimum=1)
     keys, values = leave_one_out(x_train, y_train)
     loss_fn = gluon.loss.L2Loss()
+    lr = check_positive("lr", lr)
     trainer = gluon.Trainer(net.collect_params(), "sgd", {"learning_rate": lr})
     losses = []
     for epoch in range(num_epochs):

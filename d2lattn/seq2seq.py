@@ -10,7 +10,7 @@ RNN states (layers, batch, hidden).
 from mxnet import np, npx
 from mxnet.gluon import nn, rnn
 
-from ._checks import check_int, check_integers, check_token_ids
+from ._checks import check_int, check_token_ids, check_tokens
 from ._ops import Dropout
 from .attention import AdditiveAttention
 
@@ -89,7 +89,7 @@ class Seq2SeqEncoder(Encoder):
         self.dropout = Dropout(dropout)
 
     def forward(self, X, valid_len=None):
-        _check_tokens(X, valid_len)
+        check_tokens("X", X, valid_len)
         check_token_ids("X", X, self.embedding)
         batch, steps = X.shape
         lengths = (np.full((batch,), steps, ctx=X.ctx) if valid_len is None
@@ -196,14 +196,3 @@ class Seq2SeqAttentionDecoder(AttentionDecoder):
     @property
     def attention_weights(self):
         return np.concatenate(self._attention_weights, axis=1)
-
-
-def _check_tokens(X, valid_len, name="X"):
-    """Raise unless ``X`` is (batch, steps) and ``valid_len`` None or (batch,) integers in
-    [0, steps]: the encoders would otherwise hide a longer length by cutting it to steps."""
-    if X.ndim != 2:
-        raise ValueError(f"{name} must be (batch, steps) token ids, got shape {X.shape}")
-    if valid_len is not None:
-        if valid_len.shape != X.shape[:1]:
-            raise ValueError(f"valid_len must have shape ({X.shape[0]},), got {valid_len.shape}")
-        check_integers("valid_len", valid_len, 0, X.shape[1], f" ({name} has {X.shape[1]} steps)")

@@ -3,7 +3,6 @@
 A leaf module: pure Python and NumPy, no mxnet.
 """
 import collections
-import json
 import numbers
 import os
 import pathlib
@@ -13,7 +12,7 @@ import unicodedata
 
 import numpy as onp
 
-from ._checks import check_int
+from ._checks import check_int, read_json_object
 
 
 def _flatten(tokens, name):
@@ -174,13 +173,15 @@ def _strip_accents(text):
 
 
 def _split_on_punctuation(word):
-    """``word`` cut around each punctuation mark: ``'a,b!'`` -> ``['a', ',', 'b', '!']``."""
-    pieces = [""]
-    for char in word:
+    """``word`` cut around each punctuation mark: ``'a,b!'`` -> ``['a', ',', 'b', '!']``.
+
+    Linear in the length of ``word`` (growing one str char by char would copy it each time)."""
+    pieces, start = [], 0
+    for end, char in enumerate(word):
         if _is_punctuation(char):
-            pieces += [char, ""]
-        else:
-            pieces[-1] += char
+            pieces += [word[start:end], char]
+            start = end + 1
+    pieces.append(word[start:])
     return [piece for piece in pieces if piece]
 
 
@@ -230,12 +231,24 @@ class WordPieceTokenizer:
     ``tokenize_chinese_chars``: make each CJK ideograph a word. A word longer than
     ``max_input_chars_per_word`` characters, or one the vocabulary cannot spell, becomes
     ``unk_token``. Special tokens written in the text (``'the [MASK] sat'``) are kept whole.
+    ``model_max_length``: the longest input the model was trained for (None: unknown), which
+    :func:`d2lattn.bert.sentence_embeddings` cuts sentences to.
     Gives the tokens and ids of Hugging Face's ``BertTokenizer``.
+
+    Every code point is classified by the ``unicodedata`` of the running Python (as in BERT's
+    original tokenizer), with the rules of Hugging Face's ``tokenizers``: U+0000, U+FFFD and
+    the categories Cc, Cf and Co are removed; tab, line feed, carriage return and Z* are
+    spaces; unassigned code points stay (and become ``unk_token``); ASCII symbols and P* are
+    punctuation; with ``strip_accents`` the text is NFD-decomposed and Mn marks are dropped;
+    lower-casing is ``str.lower`` one character at a time. ``tokenizers`` classifies by
+    tables of an older Unicode version: on characters added or recategorised since, the two
+    can differ, and the running Python's Unicode version decides.
     """
     cls_token, sep_token, pad_token, mask_token = "[CLS]", "[SEP]", "[PAD]", "[MASK]"
 
     def __init__(self, vocab_file_or_tokens, do_lower_case=True, strip_accents=None,
-                 tokenize_chinese_chars=True, unk_token="[UNK]", max_input_chars_per_word=100):
+                 tokenize_chinese_chars=True, unk_token="[UNK]", max_input_chars_per_word=100,
+                 model_max_length=None):
         self.do_lower_case = _check_flag("do_lower_case", do_lower_case)
         strip_accents = _check_flag("strip_accents", strip_accents, allow_none=True)
         self.strip_accents = do_lower_case if strip_accents is None else strip_accents
@@ -245,8 +258,11 @@ class WordPieceTokenizer:
         self.unk_token = unk_token
         self.max_input_chars_per_word = check_int(
             "max_input_chars_per_word", max_input_chars_per_word, minimum=1)
+        self.model_max_length = None if model_max_length is None else check_int(
+            "model_max_length", model_max_length, minimum=2)
         self.idx_to_token = self._load_tokens(vocab_file_or_tokens)
         self.token_to_idx = {token: idx for idx, token in enumerate(self.idx_to_token)}
+        self._longest_token = max(map(len, self.token_to_idx), default=0)
         missing = [token for token in self.special_tokens if token not in self.token_to_idx]
         if missing:
             raise ValueError(f"the vocabulary lacks the special tokens {missing}; BERT needs "
@@ -272,19 +288,24 @@ class WordPieceTokenizer:
     def from_pretrained_dir(cls, path):
         """The tokenizer of a Hugging Face checkpoint directory: its ``vocab.txt``, with the options
         of its ``tokenizer_config.json`` when there is one (``do_lower_case``, ``strip_accents``,
-        ``tokenize_chinese_chars``, ``unk_token``)."""
+        ``tokenize_chinese_chars``, ``unk_token``, ``model_max_length``); a sentence-transformers
+        checkpoint's ``sentence_bert_config.json`` sets ``model_max_length`` to its
+        ``max_seq_length`` (what sentence-transformers truncates at)."""
         if not isinstance(path, (str, os.PathLike)):
             raise TypeError(f"path must be a str or a path, got {type(path).__name__}")
         path = pathlib.Path(path)
         if not (path / "vocab.txt").is_file():
             raise FileNotFoundError(f"no vocab.txt in the directory {str(path)!r}")
-        config_file = path / "tokenizer_config.json"
-        config = {}
-        if config_file.is_file():
-            config = json.loads(config_file.read_text(encoding="utf-8"))
+        config, sentence_config = ({} if not (path / name).is_file()
+                                   else read_json_object(path / name)
+                                   for name in ("tokenizer_config.json",
+                                                "sentence_bert_config.json"))
         options = {key: config[key] for key in ("do_lower_case", "strip_accents",
-                                                "tokenize_chinese_chars", "unk_token")
+                                                "tokenize_chinese_chars", "unk_token",
+                                                "model_max_length")
                    if key in config}
+        if "max_seq_length" in sentence_config:
+            options["model_max_length"] = sentence_config["max_seq_length"]
         if isinstance(options.get("unk_token"), dict):  # saved as an AddedToken
             options["unk_token"] = options["unk_token"]["content"]
         return cls(path / "vocab.txt", **options)
@@ -320,7 +341,8 @@ class WordPieceTokenizer:
         """``(piece, end)`` for the longest vocabulary piece ``word[start:end]`` (as ``'##'`` +
         piece when it continues the word, i.e. ``start > 0``), or None if there is none."""
         prefix = "##" if start > 0 else ""
-        for end in range(len(word), start, -1):
+        longest = self._longest_token - len(prefix)  # no longer piece can be in the vocabulary
+        for end in range(min(len(word), start + longest), start, -1):
             piece = prefix + word[start:end]
             if piece in self.token_to_idx:
                 return piece, end

@@ -10,8 +10,9 @@ import numpy as onp
 from mxnet import autograd, gluon, np, npx
 from tqdm import tqdm
 
-from ._checks import (check_float_array, check_int, check_integers, check_positive,
-                      check_rate)
+from ._checks import (check_context, check_contexts, check_float_array, check_int,
+                      check_integers, check_labels, check_lengths, check_positive,
+                      check_rate, check_special_tokens, check_tokens, nonempty)
 from .plotting import Animator
 
 
@@ -96,7 +97,9 @@ class MaskedSoftmaxCELoss(gluon.nn.Block):
                              f"{valid_len.shape}")
         check_float_array("pred", pred)
         check_integers("label", label, 0, pred.shape[2] - 1, " (class ids below vocab)")
-        check_integers("valid_len", valid_len, 0, pred.shape[1], " (the number of steps)")
+        check_lengths("valid_len", valid_len, pred.shape[0], pred.shape[1])
+        if 0 in pred.shape[:2]:  # no token: zero losses, without an operator on empty arrays
+            return np.zeros(pred.shape[:1], dtype=pred.dtype, ctx=pred.ctx)
         steps = np.arange(pred.shape[1], ctx=pred.ctx).reshape(1, -1)
         mask = steps < valid_len.reshape(-1, 1).astype(steps.dtype)
         pred = np.where(np.expand_dims(mask, -1), pred, np.zeros((), dtype=pred.dtype))
@@ -105,7 +108,23 @@ class MaskedSoftmaxCELoss(gluon.nn.Block):
         if self.label_smoothing:
             eps = self.label_smoothing
             nll = (1 - eps) * nll - eps * log_probs.mean(axis=-1)
-        return (nll * mask).sum(axis=1)
+        # Rounding can make the loss of a confident right answer slightly negative (-1e-6):
+        # shift such values to 0, leaving the gradient as it is.
+        nll = nll - np.minimum(nll.detach(), 0)
+        return (_nan_where_pytorch_is(pred, nll) * mask).sum(axis=1)
+
+
+def _nan_where_pytorch_is(pred, nll):
+    """``nll`` (batch, steps) with NaN where a logit of ``pred`` is NaN or +inf: log_softmax
+    skips a NaN logit and gives inf for a +inf one, where PyTorch's loss is NaN.
+
+    With -inf raised to the lowest finite number (-inf logits are fine), pred @ 0 is NaN
+    exactly there: cheaper than a reduction over the vocabulary, and no wait for the device.
+    """
+    probe = pred.detach() if pred.dtype != onp.float16 else pred.detach().astype("float32")
+    probe = np.maximum(probe, onp.finfo(probe.dtype).min)  # keeps NaN
+    invalid = np.isnan(np.dot(probe, np.zeros(pred.shape[-1:], probe.dtype, ctx=pred.ctx)))
+    return np.where(invalid, np.full(nll.shape, onp.nan, dtype=nll.dtype, ctx=nll.ctx), nll)
 
 
 _SEQ_LOSS = MaskedSoftmaxCELoss()
@@ -156,6 +175,8 @@ def seq2seq_batch_loss(net, batch, bos, device, loss=_SEQ_LOSS):
     :class:`MaskedSoftmaxCELoss` (by default plain cross-entropy).
     """
     X, X_valid_len, Y, Y_valid_len = (a.as_in_ctx(device) for a in batch)
+    for name, tokens, lens in (("X", X, X_valid_len), ("Y", Y, Y_valid_len)):
+        check_tokens(name, tokens, lens)  # before max(), which fails on an empty batch
     X, Y = X[:, :int(X_valid_len.max())], Y[:, :int(Y_valid_len.max())]  # drop padding columns
     bos_column = np.full((Y.shape[0], 1), bos, dtype=Y.dtype, ctx=device)
     Y_hat, _ = net(X, np.concatenate((bos_column, Y[:, :-1]), axis=1), X_valid_len)
@@ -164,9 +185,12 @@ def seq2seq_batch_loss(net, batch, bos, device, loss=_SEQ_LOSS):
 
 def seq2seq_loss(net, data_iter, tgt_vocab, device):
     """Mean teacher-forced cross-entropy per real target token over ``data_iter``."""
+    check_special_tokens("tgt_vocab", tgt_vocab, ["<bos>"])
+    bos = tgt_vocab["<bos>"]
+    check_context("device", device)
     total = Accumulator(2)
-    for batch in data_iter:
-        loss, tokens = seq2seq_batch_loss(net, batch, tgt_vocab["<bos>"], device)
+    for batch in nonempty("data_iter", data_iter):
+        loss, tokens = seq2seq_batch_loss(net, batch, bos, device)
         total.add(loss, tokens)
     return total[0] / total[1]
 
@@ -187,9 +211,10 @@ def train_seq2seq(net, data_iter, lr, num_epochs, tgt_vocab, device, val_iter=No
     num_epochs = check_int("num_epochs", num_epochs, minimum=1)
     optimizer_params = _optimizer_params(lr, lr_scheduler)
     loss_fn = MaskedSoftmaxCELoss(label_smoothing)
-    net.initialize(mx.init.Xavier(), force_reinit=True, ctx=device)
-    trainer = gluon.Trainer(net.collect_params(), "adam", optimizer_params)
+    check_special_tokens("tgt_vocab", tgt_vocab, ["<bos>"])
     bos = tgt_vocab["<bos>"]
+    net.initialize(mx.init.Xavier(), force_reinit=True, ctx=check_context("device", device))
+    trainer = gluon.Trainer(net.collect_params(), "adam", optimizer_params)
     legend = ["train", "validation"] if val_iter is not None else ["train"]
     animator = Animator(xlabel="epoch", ylabel="loss per token", legend=legend,
                         xlim=[1, num_epochs])
@@ -197,7 +222,7 @@ def train_seq2seq(net, data_iter, lr, num_epochs, tgt_vocab, device, val_iter=No
     for epoch in tqdm(range(num_epochs), desc="epochs", mininterval=1):
         total = Accumulator(2)
         timer.start()
-        for batch in data_iter:
+        for batch in nonempty("data_iter", data_iter):
             with autograd.record():
                 loss, tokens = seq2seq_batch_loss(net, batch, bos, device, loss_fn)
                 (loss / tokens).backward()
@@ -227,6 +252,11 @@ def bert_batch_loss(net, tokens, segments, valid_lens, pred_positions, mlm_weigh
     (``mlm_weights`` 1; padding slots weigh 0) and over the sentence pairs.
     """
     _, mlm_Y_hat, nsp_Y_hat = net(tokens, segments, valid_lens, pred_positions)
+    check_labels("mlm_labels", mlm_labels, mlm_Y_hat)
+    check_labels("nsp_labels", nsp_labels, nsp_Y_hat)
+    if mlm_weights.shape != mlm_labels.shape:
+        raise ValueError(f"mlm_weights must be shaped like mlm_labels {mlm_labels.shape}, got "
+                         f"{mlm_weights.shape}")
     weights = mlm_weights.reshape(-1)
     mlm = _CE(mlm_Y_hat.reshape(-1, mlm_Y_hat.shape[-1]), mlm_labels.reshape(-1)) * weights
     return mlm.sum() / np.maximum(weights.sum(), 1), _CE(nsp_Y_hat, nsp_labels).mean()
@@ -241,16 +271,16 @@ def train_bert(train_iter, net, num_steps, devices, lr=1e-3):
     Returns ``{"mlm": [...], "nsp": [...]}``, the losses of every step.
     """
     num_steps = check_int("num_steps", num_steps, minimum=1)
-    if not isinstance(devices, (list, tuple)) or not devices:
-        raise ValueError(f"devices must be a non-empty list of contexts, got {devices!r}")
-    net.initialize(mx.init.Xavier(), force_reinit=True, ctx=list(devices))
+    devices = check_contexts("devices", devices)
+    lr = check_positive("lr", lr)
+    net.initialize(mx.init.Xavier(), force_reinit=True, ctx=devices)
     trainer = gluon.Trainer(net.collect_params(), "adam", {"learning_rate": lr})
     animator = Animator(xlabel="step", ylabel="loss", legend=["mlm", "nsp"],
                         xlim=[1, num_steps])
     history, timer, pairs = {"mlm": [], "nsp": []}, Timer(), 0
     with tqdm(total=num_steps, desc="steps", mininterval=1) as progress:
         while len(history["mlm"]) < num_steps:
-            for batch in train_iter:
+            for batch in nonempty("train_iter", train_iter):
                 shards = [_split_and_load(x, devices) for x in batch]
                 with autograd.record():
                     losses = [bert_batch_loss(net, *shard) for shard in zip(*shards)]
@@ -295,8 +325,10 @@ def _optimizer_params(lr, lr_scheduler):
 def classifier_batch_loss(net, tokens, segments, valid_lens, labels):
     """Summed cross-entropy and number of correct predictions of a classifier on one batch
     (arrays on the net's device): ``(loss (), correct ())``. Padding columns are dropped."""
+    check_tokens("tokens", tokens, valid_lens)  # before max(), which fails on an empty batch
     width = int(valid_lens.max())
     logits = net(tokens[:, :width], segments[:, :width], valid_lens)
+    check_labels("labels", labels, logits)
     correct = (logits.argmax(axis=1).astype("int32") == labels.astype("int32")).sum()
     return _CE(logits, labels).sum(), correct
 
@@ -304,8 +336,8 @@ def classifier_batch_loss(net, tokens, segments, valid_lens, labels):
 def evaluate_accuracy(net, data_iter, devices):
     """Fraction of the examples of ``data_iter`` (batches tokens, segments, valid_lens,
     labels) that ``net`` classifies correctly, the batches split across ``devices``."""
-    correct = Accumulator(2)
-    for batch in data_iter:
+    devices, correct = check_contexts("devices", devices), Accumulator(2)
+    for batch in nonempty("data_iter", data_iter):
         for shard in zip(*(_split_and_load(x, devices) for x in batch)):
             correct.add(classifier_batch_loss(net, *shard)[1], shard[0].shape[0])
     return correct[0] / correct[1]
@@ -322,8 +354,7 @@ def train_classifier(net, train_iter, val_iter, num_epochs, lr, devices,
     'write'. Returns ``{"loss": [...] per step, "val_acc": [...] per epoch}``.
     """
     num_epochs = check_int("num_epochs", num_epochs, minimum=1)
-    if not isinstance(devices, (list, tuple)) or not devices:
-        raise ValueError(f"devices must be a non-empty list of contexts, got {devices!r}")
+    devices = check_contexts("devices", devices)
     if not isinstance(freeze_encoder, bool):
         raise TypeError(f"freeze_encoder must be a bool, got {freeze_encoder!r}")
     with warnings.catch_warnings():  # "already initialized": the pretrained parameters
@@ -336,7 +367,7 @@ def train_classifier(net, train_iter, val_iter, num_epochs, lr, devices,
     history = {"loss": [], "val_acc": []}
     with tqdm(total=num_epochs * len(train_iter), desc="steps", mininterval=1) as progress:
         for _ in range(num_epochs):
-            for batch in train_iter:
+            for batch in nonempty("train_iter", train_iter):
                 shards = list(zip(*(_split_and_load(x, devices) for x in batch)))
                 with autograd.record():
                     losses = [classifier_batch_loss(net, *shard)[0] for shard in shards]

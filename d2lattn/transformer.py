@@ -13,11 +13,11 @@ import math
 from mxnet import np, npx
 from mxnet.gluon import nn
 
-from ._checks import check_int, check_positive, check_rate, check_token_ids
+from ._checks import check_int, check_positive, check_rate, check_token_ids, check_tokens
 from ._ops import Dropout
 from .attention import MultiHeadAttention
 from .positional import PositionalEncoding
-from .seq2seq import AttentionDecoder, Encoder, _check_tokens
+from .seq2seq import AttentionDecoder, Encoder
 
 
 # GELU(x) = x * Phi(x), Phi the standard normal CDF (MXNet's is the exact, erf-based one).
@@ -77,6 +77,8 @@ class AddNorm(nn.Block):
         if X.shape != Y.shape:
             raise ValueError(f"X and Y must have the same shape, got X {X.shape}, "
                              f"Y {Y.shape}")
+        if X.shape[-1:] == (0,):  # nothing to normalise; the LayerNorm cannot be sized
+            raise ValueError(f"X must have a width (last axis) >= 1, got shape {X.shape}")
         Z = X + self.dropout(Y)
         return Z if self.pre_norm else self.ln(Z)
 
@@ -129,7 +131,7 @@ class TransformerEncoder(Encoder):
         self.norm = nn.LayerNorm() if _check_bool("pre_norm", pre_norm) else None
 
     def forward(self, X, valid_lens=None):
-        _check_tokens(X, valid_lens)
+        check_tokens("X", X, valid_lens)
         check_token_ids("X", X, self.embedding)
         X = _embed(self, X, 0)
         for blk in self.blks:

@@ -209,11 +209,17 @@ def test_broken_checkpoints_give_clear_errors(tmp_path):
     with pytest.raises(ValueError, match=r"unknown tensors \['encoder.layer.0.attention.self."
                                          r"rotary.weight', 'encoder.layer.5.output.dense.bias'\]"):
         load_pretrained(tmp_path / "unknown")
-    wrong = dict(good, **{"embeddings.word_embeddings.weight": onp.ones((VOCAB, D + 1), "f4")})
+    wrong = dict(good, **{"encoder.layer.0.attention.self.query.weight": onp.ones((D, D + 1),
+                                                                                   "f4")})
     write_checkpoint(tmp_path / "wrong", encoder, wrong)
-    with pytest.raises(ValueError, match=r"embeddings.word_embeddings.weight has shape \(20, 9\), "
-                                         r"the encoder's token_embedding.weight has shape \(20, 8\)"):
+    with pytest.raises(ValueError, match=r"query.weight has shape \(8, 9\), the encoder's "
+                                         r"blks.0.attention.W_q.weight has shape \(8, 8\)"):
         load_pretrained(tmp_path / "wrong")
+    wider = dict(good, **{"embeddings.word_embeddings.weight": onp.ones((VOCAB, D + 1), "f4")})
+    write_checkpoint(tmp_path / "wider", encoder, wider)
+    with pytest.raises(ValueError, match=r"it says \{'hidden_size': 8\}, the tensors have "
+                                         r"\{'hidden_size': 9\}"):
+        load_pretrained(tmp_path / "wider")
     write_checkpoint(tmp_path / "relu", encoder, good, dict(CONFIG, hidden_act="relu"))
     with pytest.raises(ValueError, match="hidden_act 'relu'"):
         load_pretrained(tmp_path / "relu")

@@ -7,17 +7,12 @@ bounded number of examples, so a run is deterministic. Calls that used to kill t
 regression is then reported as a failure and the in-process tests of those cases are skipped,
 instead of the whole test run dying.
 """
-import os
-import subprocess
-import sys
-import textwrap
-
-import d2lattn
 import numpy as onp
 import pytest
 from hypothesis import HealthCheck, event, given, settings, strategies as st
 from mxnet import autograd, np
 
+from child_probe import failing_cases
 from reference import (np_additive_scores, np_dot_scores, np_masked_softmax, np_multihead,
                        np_softmax_grad)
 from d2lattn.attention import (AdditiveAttention, DotProductAttention, MultiHeadAttention,
@@ -159,19 +154,10 @@ with autograd.record():
     out = DotProductAttention(0)(q, np.ones((2, 0, 3)), np.ones((2, 0, 5)))
 out.backward()""",
 }
-PROBE = """
+SETUP = """
 import d2lattn
 from mxnet import autograd, np, npx
 from d2lattn.attention import DotProductAttention, masked_softmax
-for name, code in CASES.items():
-    print("case:", name, flush=True)
-    try:
-        exec(code)
-        npx.waitall()
-    except (ValueError, TypeError) as err:  # a clear refusal is fine
-        print("  refused:", err, flush=True)
-np.ones(3).asnumpy()  # MXNet still works afterwards
-print("all done")
 """
 
 
@@ -179,19 +165,7 @@ print("all done")
 def probe():
     """The formerly crashing calls, run in child processes: {case: exit code} of those that
     killed their process (the next child goes on after the case that crashed)."""
-    package_root = os.path.dirname(os.path.dirname(d2lattn.__file__))  # the d2lattn under test
-    cases, crashed = dict(CRASH_CASES), {}
-    while cases:
-        child = subprocess.run([sys.executable, "-c", f"CASES = {cases!r}\n{PROBE}"],
-                               capture_output=True, text=True, timeout=300,
-                               env={**os.environ, "PYTHONPATH": package_root})
-        if child.returncode == 0 and "all done" in child.stdout:
-            break
-        started = [line[6:] for line in child.stdout.splitlines() if line.startswith("case: ")]
-        last = started[-1] if started else next(iter(cases))
-        crashed[last] = child.returncode
-        cases = {name: code for name, code in cases.items() if name not in started}
-    return crashed
+    return failing_cases(CRASH_CASES, SETUP)
 
 
 def test_calls_that_crashed_the_kernel_return_or_raise_in_a_child_process(probe):

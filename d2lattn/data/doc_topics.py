@@ -24,7 +24,7 @@ import re
 import numpy as onp
 from mxnet import np
 
-from .._checks import check_int, check_positive
+from .._checks import check_int, check_positive, check_special_tokens
 from ..text import Vocab, WordPieceTokenizer, get_tokens_and_segments, truncate_pad
 from .nmt import ArrayLoader
 
@@ -54,6 +54,9 @@ def encode_sentences(tokenizer, sentences, max_len):
     if not isinstance(tokenizer, Vocab):
         raise TypeError(f"tokenizer must be a WordPieceTokenizer or a Vocab, got "
                         f"{type(tokenizer).__name__}")
+    check_special_tokens("tokenizer", tokenizer, ["[CLS]", "[SEP]", "[PAD]"])
+    if isinstance(sentences, str) or not sentences:
+        raise ValueError(f"sentences must be a non-empty list of str, got {sentences!r:.80}")
     tokens = [get_tokens_and_segments(_WORD.findall(s.lower())[:max_len - 2])[0]
               for s in sentences]
     width = max(map(len, tokens))

@@ -10,7 +10,7 @@ import re
 import numpy as onp
 from mxnet import np
 
-from .._checks import check_int
+from .._checks import check_int, check_special_tokens
 from ..text import Vocab, truncate_pad
 from .download import download_extract
 
@@ -36,14 +36,14 @@ def build_array_nmt(lines, vocab, num_steps):
     _check_lines(lines)
     if not isinstance(vocab, Vocab):
         raise TypeError(f"vocab must be a Vocab, got {type(vocab).__name__}")
-    missing = [t for t in ('<pad>', '<eos>') if t not in vocab.token_to_idx]
-    if missing:
-        raise ValueError(f"vocab must hold the tokens {missing} (reserve them when building it)")
+    check_special_tokens("vocab", vocab, ['<pad>', '<eos>'])
     num_steps = check_int("num_steps", num_steps, minimum=1)
     pad, eos = vocab['<pad>'], vocab['<eos>']
     array = onp.array([truncate_pad(vocab[line] + [eos], num_steps, pad) for line in lines],
                       dtype=onp.int32).reshape(len(lines), num_steps)
-    valid_len = (array != pad).sum(axis=1, dtype=onp.int32)
+    # the length of each line with its <eos>, not its count of non-pad ids: a line may hold
+    # the token '<pad>' itself
+    valid_len = onp.array([min(len(line) + 1, num_steps) for line in lines], dtype=onp.int32)
     return np.array(array, dtype='int32'), np.array(valid_len, dtype='int32')
 
 
