@@ -17,10 +17,9 @@ import numpy as onp
 from mxnet import autograd, gluon, np
 from mxnet.gluon import nn
 
-from ._checks import check_int, check_positive, check_rate, check_token_ids
+from ._checks import check_int, check_positive, check_rate, check_token_ids, check_tokens
 from .attention import MultiHeadAttention, _cached_steps
 from .positional import LearnedPositionalEmbedding
-from .seq2seq import _check_tokens
 from .train import MaskedSoftmaxCELoss, grad_clipping
 from .transformer import AddNorm, PositionWiseFFN, _causal_lens, _check_bool, _embed
 
@@ -96,10 +95,7 @@ class GPT(nn.Block):
 
     def _check(self, tokens, caches):
         """Raise unless ``tokens`` and ``caches`` fit the model; return the offset."""
-        _check_tokens(tokens, None, "tokens")
-        if tokens.shape[1] == 0:
-            raise ValueError(f"tokens must have at least one step, got shape "
-                             f"{tokens.shape}")
+        check_tokens("tokens", tokens, None)  # (batch, steps), neither empty
         check_token_ids("tokens", tokens, self.embedding)
         blocks = len(self.blks)
         if caches is not None and (not isinstance(caches, list) or len(caches) != blocks):
@@ -140,7 +136,7 @@ def perplexity(net, tokens, valid_lens=None, batch_size=64):
     None or (n,) in [1, steps + 1], the real tokens of each row (padding follows).
     Returns a float.
     """
-    _check_tokens(tokens, valid_lens, "tokens")
+    check_tokens("tokens", tokens, valid_lens)
     if tokens.shape[1] < 2:
         raise ValueError(f"tokens must have at least 2 steps (one to read, one to "
                          f"predict), got shape {tokens.shape}")
