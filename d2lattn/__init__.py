@@ -22,9 +22,12 @@ from .attention import (AdditiveAttention, ConcatAttention, DotProductAttention,
                         GeneralAttention, MultiHeadAttention, ScoredAttention, masked_softmax,
                         transpose_output, transpose_qkv)
 from .bert import (BERTClassifier, BERTEncoder, BERTModel, MaskLM,  # noqa: E402
-                   NextSentencePred, Pooler, load_pretrained, mean_pool, sentence_embeddings)
+                   NextSentencePred, PairClassifier, Pooler, load_pretrained, mean_pool,
+                   segment_mean_difference, sentence_embeddings)
 from .decoding import beam_search, greedy_search, predict_seq2seq  # noqa: E402
 from .device import cpu, gpu, num_gpus, try_all_gpus, try_gpu  # noqa: E402
+from .gpt import (GPT, GPTBlock, generate, lm_loss, next_token_probs,  # noqa: E402
+                  perplexity, train_lm)
 from .metrics import bleu, corpus_bleu  # noqa: E402
 from .plotting import Animator, plot, show_heatmaps  # noqa: E402
 from .positional import (LearnedPositionalEmbedding, PositionalEncoding,  # noqa: E402

@@ -6,8 +6,6 @@ A full-page screenshot of each page is kept in _build/screenshots/ (git-ignored)
 import functools
 import http.server
 import shutil
-import subprocess
-import sys
 import threading
 from contextlib import contextmanager
 from pathlib import Path
@@ -146,13 +144,10 @@ def visit_search(context, base, screenshots):
 
 
 @pytest.fixture(scope="module")
-def visits(tmp_path_factory):
-    """Build the book, then visit every page of the build and its search; name -> what was seen."""
+def visits(book_build):
+    """Visit every page of the book's build and its search; name -> what was seen."""
     chromium = find_chromium()
-    out = tmp_path_factory.mktemp("book")
-    jupyter_book = Path(sys.executable).parent / "jupyter-book"
-    result = subprocess.run([jupyter_book, "build", ROOT, "--path-output", out],
-                            capture_output=True, text=True, timeout=600)
+    out, result = book_build
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     html, screenshots = out / "_build" / "html", out / "_build" / "screenshots"
     screenshots.mkdir()

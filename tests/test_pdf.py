@@ -19,11 +19,13 @@ TOOL = ROOT / "tools" / "build_pdf.py"
 
 
 @pytest.fixture(scope="module")
-def pdf(tmp_path_factory):
+def pdf(book_build, tmp_path_factory):
     if not (shutil.which("chromium") or shutil.which("chromium-browser")):
         pytest.skip("no Chromium: apt-get install chromium")
     out = tmp_path_factory.mktemp("pdf")
-    subprocess.run([sys.executable, TOOL, "--out", out], check=True, capture_output=True)
+    result = subprocess.run([sys.executable, TOOL, "--out", out, "--build", book_build[0]],
+                            capture_output=True, text=True)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     reader = pypdf.PdfReader(out / "d2lattn-attention.pdf")
     text = "".join(page.extract_text() for page in reader.pages)
     return reader, letters(text)

@@ -2,11 +2,12 @@
 HTML build, its formulas typeset by the MathJax the build ships, printed to A4 by headless
 Chromium (Debian's package, driven by Playwright as in tests/test_browser.py).
 
-    .venv/bin/python tools/build_pdf.py [--out _build/html]
+    .venv/bin/python tools/build_pdf.py [--out _build/html] [--build .]
 
-Run it after `jupyter-book build .`: the PDF goes into the HTML build, whose title page links
-to it. Without Chromium it says so and exits with status 0 (the HTML book is complete
-without it).
+Run it after `jupyter-book build .`: the single page is built beside the HTML build, in the
+same `_build` folder, so Sphinx reuses the pages that build parsed; the PDF goes into the HTML
+build, whose title page links to it. Without Chromium it says so and exits with status 0 (the
+HTML book is complete without it).
 """
 import argparse
 import functools
@@ -30,8 +31,9 @@ FOOTER = ('<div style="font-size: 8px; width: 100%; text-align: center; color: #
 
 
 def single_page(folder):
-    """Build the book as one HTML page in ``folder``; the page's path. The page is written
-    as book/index.html with links relative to the build's root, so it is copied there."""
+    """Build the book as one HTML page in ``folder``/_build/singlehtml (with the parsed pages
+    of an HTML build there, if any); the page's path. The page is written as book/index.html
+    with links relative to the build's root, so it is copied there."""
     jupyter_book = Path(sys.executable).parent / "jupyter-book"
     subprocess.run([jupyter_book, "build", ROOT, "--builder", "singlehtml", "--path-output",
                     folder], check=True, capture_output=True)
@@ -76,14 +78,17 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--out", default=str(ROOT / "_build" / "html"),
                         help="the folder the PDF goes to (default: the HTML build)")
+    parser.add_argument("--build", default=str(ROOT),
+                        help="the --path-output of the HTML build, whose _build folder the "
+                             "single page shares (default: the repository, as `jupyter-book "
+                             "build .` has it)")
     args = parser.parse_args()
     chromium = shutil.which("chromium") or shutil.which("chromium-browser")
     if chromium is None:
         print("no Chromium (apt-get install chromium): the PDF edition was not built")
         return
     Path(args.out).mkdir(parents=True, exist_ok=True)
-    folder = ROOT / "_build" / "pdf"
-    print_pdf(single_page(folder), Path(args.out) / PDF, chromium)
+    print_pdf(single_page(args.build), Path(args.out) / PDF, chromium)
     print(f"wrote {Path(args.out) / PDF}")
 
 
