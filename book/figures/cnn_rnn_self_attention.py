@@ -3,9 +3,9 @@
     python book/figures/cnn_rnn_self_attention.py
 
 n = 7 tokens x_1 .. x_7 at the bottom of each panel. Grey lines are the layer's connections;
-orange marks how x_1 reaches the other end of the sequence: through a cone of 3 stacked
-convolutions of kernel k = 3, through 2 dilated ones (dilation 1 then 3), along the recurrent
-chain, or in one step of self-attention.
+orange marks how far a signal travels: the inputs that the top node above x_4 reads through 3
+stacked convolutions of kernel k = 3 or 2 dilated ones (dilation 1 then 3), and x_1's path
+along the recurrent chain or in one step of self-attention.
 """
 from functools import partial
 
