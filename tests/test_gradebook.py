@@ -16,7 +16,10 @@ from d2lattn.grading.__main__ import main
 from d2lattn.grading.batch import _named_assignment
 from d2lattn.grading.gradebook import (Row, Student, changes, gradebook, read_roster,
                                        write_exports)
-from d2lattn.grading.submissions import Submission, find_submissions, name_students
+from d2lattn.grading.notebook import cell_source, is_grader_cell, notebook_meta
+from d2lattn.grading.releasing import assignment_of, private_cases, split_master
+from d2lattn.grading.submissions import (Submission, find_submissions, name_students,
+                                         student_identity)
 
 SAMPLE = Path(__file__).parent / "data" / "grading" / "sample.ipynb"
 needs_sandbox = pytest.mark.skipif(shutil.which("bwrap") is None,
@@ -56,6 +59,124 @@ def bundle(tmp_path_factory):
 
 def blank(bundle):
     return json.loads((bundle.parent / "sample.ipynb").read_text())
+
+
+# --- release: the assignment, the hand-in cells, private hidden cases ----------------------
+
+def test_notebook_meta_reads_the_d2lattn_dict_or_gives_an_empty_one():
+    assert notebook_meta({"metadata": {"d2lattn": {"assignment": "ch1"}}}) == {
+        "assignment": "ch1"}
+    for broken in ({}, {"metadata": None}, {"metadata": {"d2lattn": "ch1"}},
+                   {"metadata": {"other": {}}}):
+        assert notebook_meta(broken) == {}
+
+
+def test_the_assignment_is_the_masters_metadata_or_its_file_name():
+    nb = notebook()
+    assert assignment_of(nb, "sample") == "sample"
+    nb["metadata"]["d2lattn"] = {"assignment": "week3-attention"}
+    assert assignment_of(nb, "sample") == "week3-attention"
+    assert split_master(nb, "week3-attention")[0]["metadata"]["d2lattn"] == {
+        "assignment": "week3-attention"}
+    for bad in ("../x", "", 3):
+        nb["metadata"]["d2lattn"] = {"assignment": bad}
+        with pytest.raises(ValueError, match=r"sample: metadata d2lattn.assignment must be "):
+            assignment_of(nb, "sample")
+
+
+def test_the_student_cell_release_writes_is_the_one_the_roster_matching_reads():
+    student_nb, _ = split_master(notebook(), "sample")
+    hand_in, cell = student_nb["cells"][-2:]
+    assert hand_in["cell_type"] == "markdown" and "# STUDENT" in cell_source(hand_in)
+    assert is_grader_cell(cell)  # grading skips it: its names never reach an answer
+    assert student_identity(student_nb) == ("", "")
+    cell["source"] = cell_source(cell).replace('name = ""', 'name = "Ada  Lovelace"').replace(
+        'email = ""', 'email = "ADA@uni.edu"')
+    assert student_identity(student_nb) == ("Ada Lovelace", "ADA@uni.edu")
+    sub = Submission(None, "whatever.ipynb", student_nb, None, *student_identity(student_nb))
+    named, unknown = name_students([sub], [{"student": "S1", "email": "ada@uni.edu",
+                                            "login": ""}])
+    assert [s.student for s in named] == ["S1"] and unknown == []
+
+
+def test_release_drops_the_masters_run_metadata_so_a_rerun_master_releases_the_same():
+    ran = notebook()
+    for number, cell in enumerate(ran["cells"]):
+        if cell["cell_type"] == "code":
+            cell["execution_count"] = number
+            cell["metadata"] = dict(cell["metadata"], tags=["keep"], execution={
+                "iopub.execute_input": f"2026-11-22T17:03:{number:02d}Z"},
+                ExecuteTime={"end_time": "2026"})
+    clean = notebook()
+    for cell in clean["cells"]:
+        if cell["cell_type"] == "code":
+            cell["metadata"] = dict(cell["metadata"], tags=["keep"])
+    released = json.dumps(split_master(ran, "sample")[0], indent=1)
+    assert released == json.dumps(split_master(clean, "sample")[0], indent=1)
+    assert "2026" not in released and '"keep"' in released
+
+
+PRIVATE = """# TESTS sample.q2_nw
+# a wider bandwidth weighs the far point more
+>>> nw_predict(np.array([0.0, 1.0]), np.array([0.0, 1.0]), np.array([0.0]), bandwidth=2.0)
+[np.exp(-1 / 8) / (1 + np.exp(-1 / 8))]
+
+# TESTS other_course.q9
+# not released now: left out
+>>> 1
+1
+"""
+
+
+def test_private_cases_are_read_as_hidden_cases_of_the_named_question(tmp_path):
+    tests = {"sample": split_master(notebook(), "sample")[1]}
+    (tmp_path / "private.txt").write_text(PRIVATE)
+    extra = private_cases(tmp_path / "private.txt", tests)
+    assert list(extra) == [("sample", "q2_nw")]
+    assert [case["hidden"] for case in extra["sample", "q2_nw"]] == [True]
+    assert "bandwidth=2.0" in extra["sample", "q2_nw"][0]["code"]
+    for text, error in [
+            ("x = 1\n" + PRIVATE, r"text before the first '# TESTS <assignment>.<question>'"),
+            ("# TESTS q2_nw\n# m\n>>> 1\n1", r"'# TESTS q2_nw' is not '# TESTS <assignment>"),
+            ("# TESTS sample.q7\n# m\n>>> 1\n1", r"sample has no question q7"),
+            ("# TESTS sample.q2_nw\n>>> 1\n1", r"hidden case 1 has no '# message' line"),
+            ("# TESTS sample.q2_nw\n# m\n>>> x = 1", r"a case without an expected value"),
+            ("# TESTS other.q1\n# m\n>>> 1\n1", r"no case for the assignments released "
+                                                  r"\(\['sample'\]\)")]:
+        (tmp_path / "bad.txt").write_text(text)
+        with pytest.raises(ValueError, match=error):
+            private_cases(tmp_path / "bad.txt", tests)
+    with pytest.raises(ValueError, match=r"hidden must be a readable UTF-8 file"):
+        private_cases(tmp_path / "missing.txt", tests)
+
+
+@needs_sandbox
+def test_private_cases_grade_but_never_reach_the_student_notebook(tmp_path, bundle):
+    (tmp_path / "private.txt").write_text(PRIVATE)
+    main(["release", str(SAMPLE), "--out", str(tmp_path / "rel"), "--hidden",
+          str(tmp_path / "private.txt")])
+    student_file = tmp_path / "rel" / "sample.ipynb"
+    # byte for byte the notebook released without them (and released again: the same bytes)
+    assert student_file.read_bytes() == (bundle.parent / "sample.ipynb").read_bytes()
+    assert "bandwidth=2.0" not in student_file.read_text()
+    assert "wider bandwidth" not in student_file.read_text()
+    tests = json.loads((tmp_path / "rel" / "autograder" / "sample.json").read_text())["tests"]
+    assert [c["hidden"] for c in tests[1]["suites"][0]["cases"]] == [False, False, True, True,
+                                                                     True]
+    sloppy = notebook()  # divides by bandwidth ** 2: only the private case sees it
+    index = next(i for i, c in enumerate(sloppy["cells"]) if "# QUESTION q2_nw" in
+                 cell_source(c))
+    sloppy["cells"][index]["source"] = cell_source(sloppy["cells"][index]).replace(
+        ") / bandwidth", ") / bandwidth ** 2")
+    write(tmp_path / "class" / "sloppy.ipynb", sloppy)
+    graded = {}
+    for name, folder in (("private", tmp_path / "rel" / "autograder"), ("public", bundle)):
+        rows = grade(tmp_path / "class", folder, tmp_path / name, timeout=60)
+        graded[name] = next(row for row in rows if row.question == "q2_nw")
+    assert graded["public"].points == 3, graded
+    assert graded["private"].points == pytest.approx(2.4), graded
+    assert "hidden case 3 (a wider bandwidth weighs the far point more)" in \
+        graded["private"].reason
 
 
 # --- reading a class ----------------------------------------------------------------------

@@ -351,7 +351,8 @@ def test_split_master_writes_the_student_notebook_and_the_tests():
     kinds = [("grader" if is_grader_cell(c) else question_of(c) or c["cell_type"])
              for c in student_nb["cells"]]
     assert kinds == ["markdown", "code", "grader", "markdown", "q1_softmax", "grader",
-                     "markdown", "q2_nw", "grader", "markdown", "q3_weight", "grader"]
+                     "markdown", "q2_nw", "grader", "markdown", "q3_weight", "grader",
+                     "markdown", "grader"]  # the hand-in section and the # STUDENT cell
     assert [cell_source(c) for c in student_nb["cells"] if "grading-check" in
             c["metadata"].get("tags", [])] == [f'check("{q}")' for q in QUESTIONS]
     registration = student_nb["cells"][2]["metadata"]

@@ -21,6 +21,10 @@ def main(argv=None):
     rel = command("release", "write student notebooks and the autograder bundle")
     rel.add_argument("source", help="a folder of master notebooks, or one master notebook")
     rel.add_argument("--out", default="_build/exercises", help="the output folder")
+    rel.add_argument("--hidden", metavar="FILE",
+                     help="your private file of extra hidden cases ('# TESTS "
+                          "<assignment>.<question>' sections), kept outside the repository: "
+                          "added to the bundle only, never to a student notebook")
     rel.add_argument("--unsafe", action="store_true", help=UNSAFE)
     gra = command("grade", "grade a folder of submitted notebooks")
     gra.add_argument("submissions", help="a folder: one .ipynb file per student, or one folder "
@@ -85,7 +89,8 @@ def _shard(text):
 
 def _run(args):
     if args.command == "release":
-        for path in release(args.source, args.out, unsafe=args.unsafe):
+        for path in release(args.source, args.out, unsafe=args.unsafe,
+                            hidden=args.hidden):
             print(f"wrote {path}")
     elif args.command == "grade":
         rows = grade(args.submissions, args.bundle, args.out, args.assignment, args.timeout,

@@ -24,7 +24,7 @@ from .execute import NO_RUN, run_submission
 from .forbid import forbidden_uses
 from .gradebook import (Row, Student, changes, gradebook, read_roster, read_rows, read_students,
                         replaced, write_exports, write_grades, write_run, write_table)
-from .notebook import cell_source, is_grader_cell, question_of
+from .notebook import cell_source, is_grader_cell, notebook_meta, question_of
 from .sandbox import SandboxError, check_sandbox
 from .shadow import Shadows
 from .submissions import MAX_BYTES, MAX_CODE, find_submissions, in_shard, name_students
@@ -125,9 +125,7 @@ def _named_assignment(subs, bundle):
     named = {}
     for sub in subs:
         if sub.notebook is not None:
-            meta = sub.notebook.get("metadata")
-            name = (meta.get("d2lattn") or {}).get("assignment") \
-                if isinstance(meta, dict) and isinstance(meta.get("d2lattn"), dict) else None
+            name = notebook_meta(sub.notebook).get("assignment")
             if isinstance(name, str):
                 named[name] = named.get(name, 0) + 1
     if len(named) > 1:

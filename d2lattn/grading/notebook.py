@@ -19,6 +19,7 @@ BEGIN, END, HIDDEN = "# BEGIN SOLUTION", "# END SOLUTION", "# HIDDEN"
 STUB = "raise NotImplementedError  # your code here"
 REGISTRATION = "#@title Tests for check(): run this cell once, do not edit it"
 CHECK = re.compile(r"check\(\s*[\"'][A-Za-z_]\w*[\"']\s*\)")
+STUDENT = re.compile(r"^\s*#\s*STUDENT\b")  # the cell where a student writes who they are
 # Comments that look like a marker, in any case or with a typo: only the exact markers pass.
 SOLUTION_LIKE = re.compile(r"#.*\bsol[ut]\w*|^\s*#+\s*(begin|end)\b", re.I)
 HIDDEN_LIKE = re.compile(r"^\s*#+\s*hid+\w*", re.I)
@@ -78,12 +79,20 @@ def question_header(cell):
     return (match["name"], match["options"]) if match else None
 
 
+def notebook_meta(nb):
+    """The ``d2lattn`` dict of a notebook's (or a cell's) metadata: ``{"assignment": name}``
+    in a released notebook, ``{"question": name}`` in its question cells; ``{}`` where it
+    is missing or not a dict."""
+    meta = nb.get("metadata")
+    meta = meta.get("d2lattn") if isinstance(meta, dict) else None
+    return meta if isinstance(meta, dict) else {}
+
+
 def question_of(cell):
     """The question a code cell answers (from its metadata or first line), or None."""
-    meta = cell.get("metadata")
-    meta = meta.get("d2lattn") if isinstance(meta, dict) else None
-    if isinstance(meta, dict) and isinstance(meta.get("question"), str):
-        return meta["question"]
+    name = notebook_meta(cell).get("question")
+    if isinstance(name, str):
+        return name
     header = question_header(cell)
     return header[0] if header else None
 
@@ -188,5 +197,7 @@ def check_call(name):
 
 
 def is_grader_cell(cell):
-    """True for the cells release adds (test registration, check calls): grading skips them."""
-    return first_line(cell) == REGISTRATION or bool(CHECK.fullmatch(cell_source(cell).strip()))
+    """True for the cells release adds (test registration, check calls, the ``# STUDENT``
+    cell, read by :func:`d2lattn.grading.submissions.student_identity`): grading skips them."""
+    return first_line(cell) == REGISTRATION or bool(CHECK.fullmatch(cell_source(cell).strip())) \
+        or bool(STUDENT.match(cell_source(cell)))

@@ -17,42 +17,119 @@ from pathlib import Path
 
 from . import cases, stubs
 from .notebook import (QUESTION_LIKE, REGISTRATION, TESTS, TESTS_LIKE, cell_source,
-                       check_call, first_line, parse_options, plain_markdown, question_header,
-                       read_notebook, split_tests, strip_solutions)
+                       check_call, first_line, notebook_meta, parse_options, plain_markdown,
+                       question_header, read_notebook, split_tests, strip_solutions)
 from .sandbox import check_sandbox
 from .shadow import Shadows
 
 BARE_REF = re.compile(r"\{(?:ref|numref|doc|eq)\}`[^`<>]*`")  # a label with no text
+ASSIGNMENT = re.compile(r"[A-Za-z0-9][\w.-]*")
+PRIVATE = re.compile(r"#\s*TESTS\s+(?P<assignment>[A-Za-z0-9][\w.-]*)\.(?P<name>[A-Za-z_]\w*)")
+RUN_METADATA = ("execution", "ExecuteTime", "collapsed", "scrolled")  # when and how it ran
+HAND_IN = """## Hand in
+
+1. Fill in the `# STUDENT` cell below: your name and the e-mail address your course knows you
+   by. The grader finds you by the e-mail (or else by the file's name); leave the `# STUDENT`
+   line as it is.
+2. Save the notebook: in Jupyter, *File > Save*; on Colab, *File > Download > Download .ipynb*.
+   Hand in that one `.ipynb` file the way your course says (an upload, or a commit to your
+   GitHub Classroom repository), under the name your instructor gives, if any.
+3. Keep every `# QUESTION` line and cell: the grader finds your answers by them. Saved outputs
+   and plots may stay; they are not read."""
+STUDENT_CELL = '# STUDENT: who you are (the grader reads these two lines)\nname = ""\nemail = ""'
 LIMITS = {"timeout": 900, "case_timeout": 120, "max_output": 1_000_000}
 
 
-def release(source, out="_build/exercises", unsafe=False):
+def release(source, out="_build/exercises", unsafe=False, hidden=None):
     """Release every master notebook of ``source`` (a folder of .ipynb files, or one file).
 
-    Writes ``out/<name>.ipynb``, the student version (solutions replaced by stubs, outputs
-    cleared, MyST roles turned into plain text, tests cells replaced by ``check("<question>")``
-    cells, one hidden-source cell after the first code cell that registers the public tests),
-    and ``out/autograder/<name>.json``, the bundle ``{"assignment": <name>, "tests": [...]}``
-    with every test, hidden cases and expected values included, in OK format. Runs each master
-    in the sandbox (``unsafe``: see :func:`d2lattn.grading.grade`) and raises ValueError,
-    writing nothing for it, if the master misses a point or its student notebook earns one.
-    Returns the student notebooks' paths.
+    Writes ``out/<name>.ipynb``, the student version (solutions replaced by stubs, outputs and
+    execution metadata cleared, MyST roles turned into plain text, tests cells replaced by
+    ``check("<question>")`` cells, one hidden-source cell after the first code cell that
+    registers the public tests, a hand-in section and ``# STUDENT`` cell at the end), and
+    ``out/autograder/<assignment>.json``, the bundle ``{"assignment": ..., "tests": [...]}``
+    with every test, hidden cases and expected values included, in OK format. The assignment
+    is the master's ``metadata.d2lattn.assignment``, or else its file name; the student
+    notebook carries it. ``hidden``: an instructor's private file of extra hidden cases (see
+    :func:`private_cases`), added to the bundle only. Runs each master in the sandbox
+    (``unsafe``: see :func:`d2lattn.grading.grade`) and raises ValueError, writing nothing
+    for it, if the master misses a point or its student notebook earns one. Returns the
+    student notebooks' paths.
     """
     masters, out = _masters(source), Path(out)
     if any(out.resolve() == master.parent.resolve() for master in masters):
         raise ValueError(f"out must not be the folder of the master notebooks, got {str(out)!r}")
-    split = [(master, *split_master(read_notebook(master), master.stem)) for master in masters]
+    named = [(master, assignment_of(read_notebook(master), master.stem)) for master in masters]
+    _check_unique([name for _, name in named])
+    split = [(master, name, *split_master(read_notebook(master), name))
+             for master, name in named]
+    if hidden is not None:
+        extra = private_cases(hidden, {name: tests for _, name, _, tests in split})
+        for _, name, _, tests in split:
+            for test in tests:
+                test["suites"][0]["cases"] += extra.get((name, test["name"]), [])
     check_sandbox(unsafe)
     (out / "autograder").mkdir(parents=True, exist_ok=True)
     written = []
-    for master, student, tests in split:
+    for master, name, student, tests in split:
         tests = expected_values(read_notebook(master), tests, unsafe)
-        self_check(master.stem, read_notebook(master), student, tests, unsafe)
+        self_check(name, read_notebook(master), student, tests, unsafe)
         _write_json(out / master.name, student)
-        _write_json(out / "autograder" / f"{master.stem}.json",
-                    {"assignment": master.stem, "tests": tests})
+        _write_json(out / "autograder" / f"{name}.json", {"assignment": name, "tests": tests})
         written.append(out / master.name)
     return written
+
+
+def assignment_of(nb, default):
+    """The assignment a master names in its metadata (``d2lattn.assignment``), else
+    ``default`` (its file name); ValueError if the name cannot be a bundle's file name."""
+    name = notebook_meta(nb).get("assignment", default)
+    if not isinstance(name, str) or not ASSIGNMENT.fullmatch(name):
+        raise ValueError(f"{default}: metadata d2lattn.assignment must be a name of letters, "
+                         f"digits and _.- (a bundle file's name), got {name!r}")
+    return name
+
+
+def _check_unique(names):
+    twice = sorted({name for name in names if names.count(name) > 1})
+    if twice:
+        raise ValueError(f"several masters are the assignment {twice}: each bundle needs "
+                         f"its own name (metadata d2lattn.assignment or the file name)")
+
+
+def private_cases(path, tests):
+    """``{(assignment, question): [hidden case dicts]}`` from an instructor's private file
+    of extra hidden cases: sections that start with a line ``# TESTS <assignment>.<question>``
+    and hold cases as in a master's tests cell (a message line each), all hidden. ``tests``
+    maps each assignment being released to its tests; sections of other assignments are left
+    out, a question it does not have is an error, and so is a file that adds nothing."""
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as err:
+        raise ValueError(f"hidden must be a readable UTF-8 file of extra cases, got "
+                         f"{str(path)!r} ({type(err).__name__})") from None
+    sections = re.split(r"^(?=[ \t]*#\s*TESTS\b)", text, flags=re.M | re.I)
+    if sections[0].strip():
+        raise ValueError(f"{path}: text before the first '# TESTS <assignment>.<question>' "
+                         f"line: {sections[0].strip()[:60]!r}")
+    extra = {}
+    for section in sections[1:]:
+        header, _, body = section.partition("\n")
+        match = PRIVATE.fullmatch(header.strip())
+        if not match:
+            raise ValueError(f"{path}: {header.strip()[:60]!r} is not "
+                             "'# TESTS <assignment>.<question>'")
+        key, where = (match["assignment"], match["name"]), f"{path}, {header.strip()[8:]}"
+        if key[0] not in tests:
+            continue
+        if key[1] not in {test["name"] for test in tests[key[0]]}:
+            raise ValueError(f"{where}: {key[0]} has no question {key[1]}")
+        codes = [code for part in split_tests(body, where) for code in part]
+        extra.setdefault(key, []).extend(_checked_cases([(code, True) for code in codes],
+                                                        where))
+    if not extra:
+        raise ValueError(f"{path}: no case for the assignments released ({sorted(tests)})")
+    return extra
 
 
 def expected_values(nb, tests, unsafe=False):
@@ -194,6 +271,8 @@ def split_master(nb, assignment):
     if tests:  # right after the first code cell, the Colab install cell of a chapter
         first = next(i for i, cell in enumerate(nb["cells"]) if cell.get("cell_type") == "code")
         cells.insert(first + 1, _registration_cell(tests))
+        cells += [{"cell_type": "markdown", "id": "grading-hand-in", "metadata": {}, "source": HAND_IN},
+                  _code_cell(STUDENT_CELL, "grading-student", {"tags": ["grading-student"]})]
     metadata = dict(nb.get("metadata", {}), d2lattn={"assignment": assignment})
     student = dict(nb, cells=cells, metadata=metadata,
                    nbformat_minor=max(5, nb.get("nbformat_minor", 0)))  # 4.5: cells have ids
@@ -271,32 +350,39 @@ def _test_bodies(nb, assignment):
 
 
 def _ok_test(name, options, public, hidden, where):
-    """The OK-format test of one question; every case must parse as doctest examples, and
-    every hidden case needs a message: it is all that grading shows of the case."""
-    codes = [(code, False) for code in public] + [(code, True) for code in hidden]
-    scored = 0
-    for number, (code, is_hidden) in enumerate(codes, 1):
+    """The OK-format test of one question, with at least one scored case."""
+    checked = _checked_cases([(code, False) for code in public] +
+                             [(code, True) for code in hidden], where)
+    if all(cases.is_format(cases.parse_case(case["code"])[0]) for case in checked):
+        raise ValueError(f"{where}: only format checks; a question needs a scored case")
+    return {"name": name, "points": options["points"], "forbid": options["forbid"],
+            "suites": [{"type": "doctest", "scored": True, "setup": "", "teardown": "",
+                        "cases": checked}]}
+
+
+def _checked_cases(codes, where):
+    """The OK-format cases of ``[(code, hidden)]``; each must parse as doctest examples with
+    an expected value, and a hidden one needs a message: all that grading shows of it."""
+    hidden_number = 0
+    for code, is_hidden in codes:
         try:
             message, examples = cases.parse_case(code)
         except ValueError as err:
             raise ValueError(f"{where}: {err}") from None
         if not any(example.want for example in examples):
             raise ValueError(f"{where}: a case without an expected value: {code[:80]!r}")
+        hidden_number += is_hidden
         if is_hidden and not message:
-            raise ValueError(f"{where}: hidden case {number - len(public)} has no '# message' "
+            raise ValueError(f"{where}: hidden case {hidden_number} has no '# message' "
                              f"line (the message names it when it fails): {code[:80]!r}")
-        scored += not cases.is_format(message)
-    if not scored:
-        raise ValueError(f"{where}: only format checks; a question needs a scored case")
-    return {"name": name, "points": options["points"], "forbid": options["forbid"],
-            "suites": [{"type": "doctest", "scored": True, "setup": "", "teardown": "",
-                        "cases": [{"code": code, "hidden": flag, "locked": False}
-                                  for code, flag in codes]}]}
+    return [{"code": code, "hidden": flag, "locked": False} for code, flag in codes]
 
 
 def _student_cell(cell, index, where):
-    """A master cell as the student sees it."""
-    cell = dict(cell, id=cell.get("id", f"cell-{index}"))
+    """A master cell as the student sees it, without the master's run metadata."""
+    cell = dict(cell, id=cell.get("id", f"cell-{index}"), metadata={
+        key: value for key, value in cell.get("metadata", {}).items()
+        if key not in RUN_METADATA})
     match = TESTS.fullmatch(first_line(cell)) if cell.get("cell_type") == "raw" else None
     if match:
         return _code_cell(check_call(match["name"]), f"check-{match['name']}",

@@ -10,11 +10,10 @@ import stat
 from collections import namedtuple
 from pathlib import Path
 
-from .notebook import NotebookError, cell_source, parse_notebook
+from .notebook import STUDENT, NotebookError, cell_source, parse_notebook
 
 MAX_BYTES = 200 << 20  # a file larger than this is not read (saved plots included)
 MAX_CODE = 2 << 20  # characters of code cells a submission may hold (outputs not counted)
-STUDENT = re.compile(r"^\s*#\s*STUDENT\b")  # the cell where a student writes who they are
 
 Submission = namedtuple("Submission", "student file notebook error name email")
 
