@@ -113,6 +113,7 @@ class _Graph:
 
         import d2lattn
         import d2lattn.data.pretrain  # noqa: F401 - modules the package does not import itself
+        import d2lattn.gpt  # noqa: F401
 
         self.nodes = {}
         for name, module in list(sys.modules.items()):

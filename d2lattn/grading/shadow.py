@@ -55,6 +55,7 @@ def _resolve(dotted):
     import d2lattn
 
     import d2lattn.data.pretrain  # noqa: F401 - modules the package does not import itself
+    import d2lattn.gpt  # noqa: F401
 
     parts = dotted.split(".")
     obj = d2lattn if parts[0] == "d2lattn" else None
