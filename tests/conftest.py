@@ -1,8 +1,5 @@
 """Shared fixtures: headless matplotlib, the second CPU context, d2l's regression data and the
-book built once for the tests that read it."""
-import fcntl
-import json
-import os
+book built once for the tests that read it; how pytest -n splits the suite between workers."""
 import subprocess
 import sys
 from pathlib import Path
@@ -46,19 +43,29 @@ def regression_data():
 def book_build(tmp_path_factory):
     """The book built once per run as `jupyter-book build` does, with Sphinx warnings as
     errors (-W, -n nitpicky, --keep-going so that the pages are written all the same): the
-    folder given as --path-output (the HTML is in its _build/html) and the build's result.
-    Under pytest -n the workers share it: the first one builds, the others wait on a lock."""
-    shared = tmp_path_factory.getbasetemp()
-    if os.environ.get("PYTEST_XDIST_WORKER"):
-        shared = shared.parent  # the run's folder, above each worker's own
-    out, saved = shared / "book", shared / "book-build.json"
-    with open(shared / "book-build.lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        if not saved.exists():
-            result = subprocess.run(
-                [Path(sys.executable).parent / "jupyter-book", "build", ROOT, "--path-output",
-                 out, "-W", "-n", "--keep-going"], capture_output=True, text=True, timeout=900)
-            saved.write_text(json.dumps({"args": [str(a) for a in result.args],
-                                         "returncode": result.returncode,
-                                         "stdout": result.stdout, "stderr": result.stderr}))
-    return out, subprocess.CompletedProcess(**json.loads(saved.read_text()))
+    folder given as --path-output (the HTML is in its _build/html) and the build's result."""
+    out = tmp_path_factory.mktemp("book")
+    result = subprocess.run(
+        [Path(sys.executable).parent / "jupyter-book", "build", ROOT, "--path-output", out,
+         "-W", "-n", "--keep-going"], capture_output=True, text=True, timeout=900)
+    return out, result
+
+
+# pytest -n 2 (pyproject.toml) sends each test file, and each notebook with its cells in order,
+# to a worker as one unit; these files go together: the readers of the book's build (one
+# build), and the tests that run sandboxes (some count the machine's sandbox processes).
+TOGETHER = {"test_book.py": "the book's build", "test_browser.py": "the book's build",
+            "test_pdf.py": "the book's build", "test_exercises.py": "sandboxes",
+            "test_gradebook.py": "sandboxes", "test_grading.py": "sandboxes",
+            "test_sandbox.py": "sandboxes"}
+
+
+def pytest_xdist_make_scheduler(config, log):
+    from xdist.scheduler import LoadFileScheduling
+
+    class Together(LoadFileScheduling):
+        def _split_scope(self, nodeid):
+            path = nodeid.split("::", 1)[0]
+            return TOGETHER.get(path.rsplit("/", 1)[-1], path)
+
+    return Together(config, log)
