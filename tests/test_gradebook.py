@@ -290,6 +290,7 @@ def test_a_regrade_of_one_student_keeps_every_other_row(tmp_path, bundle):
     for name in ("amy", "bob", "cat"):
         write(tmp_path / "class" / f"{name}.ipynb", blank(bundle))
     write(tmp_path / "class" / "amy.ipynb", notebook())
+    (tmp_path / "class" / "cat.pdf").write_text("not a notebook")
     grade(tmp_path / "class", bundle, tmp_path / "grades", timeout=60)
     first = (tmp_path / "grades" / "grades.csv").read_text()
     assert len(table(tmp_path / "grades" / "grades.csv")) == 9
@@ -305,6 +306,8 @@ def test_a_regrade_of_one_student_keeps_every_other_row(tmp_path, bundle):
     book = table(tmp_path / "grades" / "gradebook.csv")
     assert [(r["student"], r["total"]) for r in book] == [("amy", "6"), ("bob", "6"),
                                                          ("cat", "0")]
+    assert table(tmp_path / "grades" / "skipped.csv") == [  # still listed after the late run
+        {"entry": "cat.pdf", "why": "not a notebook (.ipynb)"}]
 
 
 def table_of(text):
@@ -329,6 +332,7 @@ def test_shards_merged_equal_the_unsharded_grades(tmp_path, bundle, capsys):
         write(tmp_path / "class" / f"s{number}.ipynb", notebook() if number % 2 else
               blank(bundle))
     write(tmp_path / "class" / "gh-user" / "ch.ipynb", notebook())
+    (tmp_path / "class" / "notes.txt").write_text("not a notebook")
     whole = tmp_path / "whole"
     main(["grade", str(tmp_path / "class"), "--bundle", str(bundle), "--out", str(whole)])
     for index in (1, 2):
@@ -339,7 +343,8 @@ def test_shards_merged_equal_the_unsharded_grades(tmp_path, bundle, capsys):
     main(["merge", str(tmp_path / "merged"), str(tmp_path / "shard1"),
           str(tmp_path / "shard2")])
     assert "merged 2 shards: 21 rows" in capsys.readouterr().out
-    for name in ("grades.csv", "gradebook.csv", "canvas.csv", "moodle.csv", "students.csv"):
+    for name in ("grades.csv", "gradebook.csv", "canvas.csv", "moodle.csv", "students.csv",
+                 "skipped.csv"):
         assert (tmp_path / "merged" / name).read_text() == (whole / name).read_text(), name
     assert sorted(p.name for p in (tmp_path / "merged" / "feedback").iterdir()) == \
         sorted(p.name for p in (whole / "feedback").iterdir())

@@ -22,8 +22,9 @@ from .._checks import check_int, check_positive
 from .cases import cases_of, format_report, is_format, judge, parse_case, request
 from .execute import NO_RUN, run_submission
 from .forbid import forbidden_uses
-from .gradebook import (Row, Student, changes, gradebook, read_roster, read_rows, read_students,
-                        replaced, write_exports, write_grades, write_run, write_table)
+from .gradebook import (Row, Student, changes, gradebook, read_roster, read_rows, read_skipped,
+                        read_students, replaced, write_exports, write_grades, write_run,
+                        write_table)
 from .notebook import cell_source, is_grader_cell, notebook_meta, question_of
 from .sandbox import SandboxError, check_sandbox
 from .shadow import Shadows
@@ -102,7 +103,11 @@ def grade(submissions, bundle, out, assignment=None, timeout=NOTEBOOK_BUDGET, ca
     questions = [(test["name"], test["points"]) for test in tests]
     write_run(out, assignment, questions)
     write_exports(out, assignment, gradebook(rows, students, listed, questions), questions)
-    write_table(out / "skipped.csv", ("entry", "why"), skipped + unknown)
+    graded_files = {sub.file for sub in subs}  # an entry skipped before may be graded now
+    write_table(out / "skipped.csv", ("entry", "why"),
+                [entry for entry in replaced(read_skipped(out / "skipped.csv"),
+                                             skipped + unknown, lambda e: e[0])
+                 if entry[0] not in graded_files])
     for line in [f"skipped {entry}: {why}" for entry, why in skipped + unknown] + \
             changes(before, graded):
         say(line)

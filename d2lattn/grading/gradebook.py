@@ -38,6 +38,14 @@ def read_students(path):
                 for r in csv.DictReader(table)]
 
 
+def read_skipped(path):
+    """The ``(entry, why)`` rows of a ``skipped.csv`` (none if it does not exist)."""
+    if not Path(path).exists():
+        return []
+    with open(path, newline="", encoding="utf-8") as table:
+        return [(r["entry"], r["why"]) for r in csv.DictReader(table)]
+
+
 def replaced(old, new, key):
     """``old`` with every item whose ``key`` is among ``new``'s replaced by ``new``'s."""
     renewed = {key(item) for item in new}
@@ -168,7 +176,8 @@ def write_run(out, assignment, questions):
 
 def merge(out, shards, roster=()):
     """Join the outputs of ``shards`` (folders written by ``grade --shard``) into ``out``:
-    their rows, students, feedback and executed notebooks, then the gradebook and exports.
+    their rows, students, skipped entries, feedback and executed notebooks, then the
+    gradebook and exports.
     Returns the merged rows."""
     runs = [json.loads((Path(s) / "run.json").read_text(encoding="utf-8")) for s in shards]
     if len({(r["assignment"], json.dumps(r["questions"])) for r in runs}) != 1:
@@ -178,14 +187,17 @@ def merge(out, shards, roster=()):
     out.mkdir(parents=True, exist_ok=True)
     rows = read_rows(out / "grades.csv")
     students = read_students(out / "students.csv")
+    skipped = read_skipped(out / "skipped.csv")
     for shard in map(Path, shards):
         rows = replaced(rows, read_rows(shard / "grades.csv"), lambda r: r.student)
         students = replaced(students, read_students(shard / "students.csv"),
                             lambda s: s.student)
+        skipped = replaced(skipped, read_skipped(shard / "skipped.csv"), lambda s: s[0])
         for folder in ("feedback", "executed"):
             if (shard / folder).is_dir():
                 shutil.copytree(shard / folder, out / folder, dirs_exist_ok=True)
     write_grades(out, rows, students)
+    write_table(out / "skipped.csv", ("entry", "why"), skipped)
     questions = [tuple(q) for q in runs[0]["questions"]]
     write_run(out, runs[0]["assignment"], questions)
     write_exports(out, runs[0]["assignment"], gradebook(rows, students, roster, questions),
