@@ -170,3 +170,77 @@ def read_json_object(file):
     if not isinstance(value, dict):
         raise ValueError(f"{file} must hold a JSON object, got {type(value).__name__}")
     return value
+
+
+def check_bool(name, value):
+    """``value`` after checking it is True or False (not 0, 1 or a string)."""
+    if not isinstance(value, bool):
+        raise TypeError(f"{name} must be a bool, got {value!r}")
+    return value
+
+
+def check_divisible(name, value, divisor_name, divisor):
+    """Raise unless ``value`` (named ``name``) is a multiple of ``divisor``."""
+    if value % divisor:
+        raise ValueError(f"{name} must be divisible by {divisor_name}, got {name} = {value} and "
+                         f"{divisor_name} = {divisor}")
+
+
+def check_same_shape(X, Y):
+    """Raise unless ``X`` and ``Y`` have one shape with a last axis (a width) >= 1, as a
+    residual connection X + Y followed by a LayerNorm needs."""
+    if X.shape != Y.shape:
+        raise ValueError(f"X and Y must have the same shape, got X {X.shape}, Y {Y.shape}")
+    if X.shape[-1:] == (0,):  # nothing to normalise; the LayerNorm cannot be sized
+        raise ValueError(f"X must have a width (last axis) >= 1, got shape {X.shape}")
+
+
+def check_sequence_loss(pred, label, valid_len):
+    """Raise unless ``pred`` is (batch, steps, vocab) float logits, ``label`` (batch, steps)
+    class ids below vocab and ``valid_len`` (batch,) integers in [0, steps]."""
+    if pred.ndim != 3 or label.shape != pred.shape[:2] or valid_len.shape != pred.shape[:1]:
+        raise ValueError("expected pred (batch, steps, vocab), label (batch, steps) and "
+                         f"valid_len (batch,); got shapes {pred.shape}, {label.shape}, "
+                         f"{valid_len.shape}")
+    check_float_array("pred", pred)
+    check_integers("label", label, 0, pred.shape[2] - 1, " (class ids below vocab)")
+    check_lengths("valid_len", valid_len, pred.shape[0], pred.shape[1])
+
+
+def check_step_tokens(name, X, batch, embedding):
+    """Raise unless ``X`` is (``batch``, steps) ids, neither axis empty, that ``embedding`` (a
+    Gluon Embedding) has rows for: a decoder's input, whose batch its state fixes."""
+    if X.ndim != 2 or X.shape[0] != batch:
+        raise ValueError(f"{name} must be (batch = {batch}, steps) token ids, got shape "
+                         f"{X.shape}")
+    check_token_ids(name, X, embedding)
+
+
+def check_pred_positions(X, pred_positions):
+    """Raise unless ``X`` is (batch, steps, num_hiddens) and ``pred_positions`` (batch, P)
+    integers in [0, steps), neither with an empty axis."""
+    if X.ndim != 3 or pred_positions.ndim != 2 or pred_positions.shape[0] != X.shape[0]:
+        raise ValueError(f"X must be (batch, steps, num_hiddens) and pred_positions "
+                         f"(batch, P), got X {X.shape}, pred_positions "
+                         f"{pred_positions.shape}")
+    check_array("X", X)
+    check_array("pred_positions", pred_positions)
+    check_integers("pred_positions", pred_positions, 0, X.shape[1] - 1,
+                   f" (positions of X's {X.shape[1]} steps)")
+
+
+def check_bert_inputs(encoder, tokens, segments, valid_lens):
+    """Raise unless ``tokens`` and ``segments`` are (batch, steps) ids of one shape, with at
+    most ``encoder.max_len`` steps, that ``encoder.token_embedding`` and
+    ``encoder.segment_embedding`` have rows for, and ``valid_lens`` None or (batch,)
+    integers in [0, steps]."""
+    from mxnet import np
+    check_tokens("tokens", tokens, valid_lens)
+    if not isinstance(segments, np.ndarray) or segments.shape != tokens.shape:
+        raise ValueError(f"segments must be an mxnet array shaped like tokens "
+                         f"{tokens.shape}, got {getattr(segments, 'shape', segments)}")
+    if tokens.shape[1] > encoder.max_len:
+        raise ValueError(f"tokens has {tokens.shape[1]} steps, more than max_len = "
+                         f"{encoder.max_len} learned positions")
+    check_token_ids("tokens", tokens, encoder.token_embedding)
+    check_token_ids("segments", segments, encoder.segment_embedding)

@@ -9,7 +9,8 @@ import math
 import numpy as onp
 from mxnet import gluon, np, npx
 
-from ._checks import check_float_array, check_int, check_integers, check_rate
+from ._checks import (check_divisible, check_float_array, check_int, check_integers,
+                      check_rate)
 from ._ops import Dropout, sequence_mask, transpose
 
 
@@ -323,9 +324,7 @@ class MultiHeadAttention(gluon.nn.Block):
         super().__init__(**kwargs)
         self.num_hiddens = check_int("num_hiddens", num_hiddens, minimum=1)
         self.num_heads = check_int("num_heads", num_heads, minimum=1)
-        if num_hiddens % num_heads:
-            raise ValueError(f"num_hiddens must be divisible by num_heads, got num_hiddens = "
-                             f"{num_hiddens} and num_heads = {num_heads}")
+        check_divisible("num_hiddens", num_hiddens, "num_heads", num_heads)
         self.attention = DotProductAttention(dropout)
         self.W_q = gluon.nn.Dense(num_hiddens, use_bias=use_bias, flatten=False)
         self.W_k = gluon.nn.Dense(num_hiddens, use_bias=use_bias, flatten=False)
