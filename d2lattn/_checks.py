@@ -244,3 +244,73 @@ def check_bert_inputs(encoder, tokens, segments, valid_lens):
                          f"{encoder.max_len} learned positions")
     check_token_ids("tokens", tokens, encoder.token_embedding)
     check_token_ids("segments", segments, encoder.segment_embedding)
+
+
+def check_sampling(logits, temperature, top_k, top_p):
+    """``logits`` (vocab_size,) as float64 NumPy, after checking that they are finite and
+    not empty, ``temperature`` a finite number >= 0, ``top_k`` None or an int >= 1 and
+    ``top_p`` None or a number in (0, 1]."""
+    logits = logits.asnumpy() if hasattr(logits, "asnumpy") else logits
+    logits = onp.asarray(logits, dtype="float64")
+    if logits.ndim != 1 or logits.size == 0 or not onp.isfinite(logits).all():
+        raise ValueError(f"logits must be a non-empty 1-D array of finite numbers, got "
+                         f"shape {logits.shape}")
+    if not _is_real(temperature) or not 0 <= temperature < float("inf"):
+        raise ValueError(f"temperature must be a finite number >= 0, got {temperature!r}")
+    if top_k is not None:
+        check_int("top_k", top_k, minimum=1)
+    if top_p is not None and (not _is_real(top_p) or not 0 < top_p <= 1):
+        raise ValueError(f"top_p must be None or a number in (0, 1], got {top_p!r}")
+    return logits
+
+
+def _is_real(x):
+    return isinstance(x, numbers.Real) and not isinstance(x, bool)
+
+
+def check_prompt(prompt_ids, num_tokens, max_len):
+    """Raise unless ``prompt_ids`` is a non-empty list (or tuple) of ids and the prompt and
+    ``num_tokens`` new tokens fit in ``max_len`` positions (the last new one is never fed)."""
+    if not isinstance(prompt_ids, (list, tuple)) or not prompt_ids:
+        raise ValueError(f"prompt_ids must be a non-empty list of token ids, got "
+                         f"{prompt_ids!r}")
+    if len(prompt_ids) + num_tokens - 1 > max_len:
+        raise ValueError(f"a prompt of {len(prompt_ids)} tokens and {num_tokens} new ones "
+                         f"need {len(prompt_ids) + num_tokens - 1} positions, more than "
+                         f"max_len = {max_len}")
+
+
+def check_positions(X, offset, num_hiddens, max_len):
+    """``offset`` as an int >= 0, after checking that ``X`` (batch, steps, d) has d =
+    ``num_hiddens`` and that its positions offset .. offset + steps - 1 are below
+    ``max_len``."""
+    offset = check_int("offset", offset)
+    if X.shape[-1] != num_hiddens:
+        raise ValueError(f"X must have num_hiddens = {num_hiddens} features on its "
+                         f"last axis, got X of shape {X.shape}")
+    if offset + X.shape[1] > max_len:
+        raise ValueError(f"positions {offset} to {offset + X.shape[1] - 1} (offset {offset}, "
+                         f"{X.shape[1]} steps) do not fit max_len = {max_len}")
+    return offset
+
+
+def check_training_data(x_train, y_train, kernel):
+    """Raise unless ``x_train`` and ``y_train`` (1-D arrays) are non-empty and of equal
+    length and ``kernel`` is callable."""
+    if x_train.shape != y_train.shape or x_train.shape[0] == 0:
+        raise ValueError("x_train and y_train must be non-empty and of equal length, got "
+                         f"shapes {x_train.shape} and {y_train.shape}")
+    if not callable(kernel):
+        raise TypeError(f"kernel must be a function of u, got {kernel!r}")
+
+
+def check_kernel_values(values, u):
+    """``values``, the kernel's K(u), after checking that they are an mxnet.np array of the
+    shape of ``u`` holding finite numbers >= 0 (weights)."""
+    from mxnet import np
+    if not isinstance(values, np.ndarray) or values.shape != u.shape:
+        raise TypeError(f"kernel must map u {u.shape} to an array of its shape, got {values!r}")
+    bad = values.asnumpy()[~(np.isfinite(values) & (values >= 0)).asnumpy()]
+    if bad.size:
+        raise ValueError(f"kernel must return finite values >= 0, got {bad[:5].tolist()}")
+    return values

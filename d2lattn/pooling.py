@@ -8,7 +8,8 @@ import mxnet as mx
 import numpy as onp
 from mxnet import autograd, gluon, np, npx
 
-from ._checks import check_array, check_int, check_positive
+from ._checks import (check_array, check_int, check_kernel_values, check_positive,
+                      check_training_data)
 from ._ops import softmax_rows
 
 
@@ -41,12 +42,7 @@ def kernel_scores(kernel, u):
     """
     if kernel is gaussian:
         return -u**2 / 2
-    values = kernel(u)
-    if not isinstance(values, np.ndarray) or values.shape != u.shape:
-        raise TypeError(f"kernel must map u {u.shape} to an array of its shape, got {values!r}")
-    bad = values.asnumpy()[~(np.isfinite(values) & (values >= 0)).asnumpy()]
-    if bad.size:
-        raise ValueError(f"kernel must return finite values >= 0, got {bad[:5].tolist()}")
+    values = check_kernel_values(kernel(u), u)
     return np.log(values)
 
 
@@ -62,13 +58,10 @@ def nadaraya_watson(x_train, y_train, x_query, kernel=gaussian, bandwidth=1.0):
     x_train = _as_vector(x_train, "x_train")
     y_train = _as_vector(y_train, "y_train", x_train.ctx)
     x_query = _as_vector(x_query, "x_query", x_train.ctx)
-    if x_train.shape != y_train.shape or x_train.shape[0] == 0:
-        raise ValueError("x_train and y_train must be non-empty and of equal length, got "
-                         f"shapes {x_train.shape} and {y_train.shape}")
-    if not callable(kernel):
-        raise TypeError(f"kernel must be a function of u, got {kernel!r}")
+    check_training_data(x_train, y_train, kernel)
     bandwidth = check_positive("bandwidth", bandwidth)
-    if x_query.shape[0] == 0:  # no query: empty answers, without an operator on empty arrays
+    # No query: empty answers, without an operator on empty arrays.
+    if x_query.shape[0] == 0:
         return (np.zeros((0,), dtype=y_train.dtype, ctx=x_train.ctx),
                 np.zeros((0, x_train.shape[0]), dtype=y_train.dtype, ctx=x_train.ctx))
     u = (x_query.reshape(-1, 1) - x_train.reshape(1, -1)).astype("float64") / bandwidth
