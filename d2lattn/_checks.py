@@ -314,3 +314,14 @@ def check_kernel_values(values, u):
     if bad.size:
         raise ValueError(f"kernel must return finite values >= 0, got {bad[:5].tolist()}")
     return values
+
+
+def check_heads(X, axis, num_heads):
+    """``num_heads`` as an int >= 1, after checking that it divides the ``axis`` ("first" or
+    "last") of ``X``, the axis that holds the heads."""
+    num_heads = check_int("num_heads", num_heads, minimum=1)
+    size = X.shape[0 if axis == "first" else -1]
+    if size % num_heads:
+        raise ValueError(f"the {axis} axis of X ({size}) must be divisible by num_heads = "
+                         f"{num_heads}, got X of shape {X.shape}")
+    return num_heads
