@@ -325,3 +325,17 @@ def check_heads(X, axis, num_heads):
         raise ValueError(f"the {axis} axis of X ({size}) must be divisible by num_heads = "
                          f"{num_heads}, got X of shape {X.shape}")
     return num_heads
+
+
+def check_given(name, value, what):
+    """Raise unless ``value`` is not None; ``what`` says what it must be, e.g. "(batch,)
+    lengths"."""
+    if value is None:
+        raise ValueError(f"{name} must be given: {what}, got None")
+
+
+def check_hidden_states(name, X):
+    """Raise unless ``X`` is a 3-D float array, (batch, steps, num_hiddens)."""
+    check_float_array(name, X)
+    if X.ndim != 3:
+        raise ValueError(f"{name} must be (batch, steps, num_hiddens), got shape {X.shape}")

@@ -16,9 +16,9 @@ import numpy as onp
 from mxnet import np, npx
 from mxnet.gluon import nn
 
-from ._checks import (check_array, check_bert_inputs, check_context, check_float_array,
-                      check_int, check_lengths, check_positive, check_pred_positions,
-                      check_rate, read_json_object)
+from ._checks import (check_array, check_bert_inputs, check_context, check_given,
+                      check_hidden_states, check_int, check_lengths, check_positive,
+                      check_pred_positions, check_rate, read_json_object)
 from ._ops import Dropout
 from .device import cpu
 from .text import WordPieceTokenizer
@@ -117,9 +117,7 @@ def mean_pool(X, valid_lens):
     """The mean of each sequence's first ``valid_lens`` hidden states: (batch, steps, d),
     (batch,) integers in [0, steps] -> (batch, d). Padding positions do not count; a length
     of 0 gives zeros."""
-    check_float_array("X", X)
-    if X.ndim != 3:
-        raise ValueError(f"X must be (batch, steps, num_hiddens), got shape {X.shape}")
+    check_hidden_states("X", X)
     check_lengths("valid_lens", valid_lens, X.shape[0], X.shape[1])
     if 0 in X.shape:  # nothing to average: zeros, without an operator on an empty array
         return np.zeros((X.shape[0], X.shape[2]), dtype=X.dtype, ctx=X.ctx)
@@ -383,8 +381,7 @@ class BERTClassifier(nn.Block):
         self.output = nn.Dense(check_int("num_classes", num_classes, minimum=2))
 
     def forward(self, tokens, segments, valid_lens):
-        if valid_lens is None:
-            raise ValueError("valid_lens must be given: (batch,) lengths, got None")
+        check_given("valid_lens", valid_lens, "(batch,) lengths")
         X = self.encoder(tokens, segments, valid_lens)
         pooled = self.pooler(X) if self.pooling == "cls" else mean_pool(X, valid_lens)
         return self.output(self.dropout(pooled))
@@ -418,7 +415,6 @@ class PairClassifier(BERTClassifier):
         self.pooling = "pair"
 
     def forward(self, tokens, segments, valid_lens):
-        if valid_lens is None:
-            raise ValueError("valid_lens must be given: (batch,) lengths, got None")
+        check_given("valid_lens", valid_lens, "(batch,) lengths")
         X = self.encoder(tokens, segments, valid_lens)
         return self.output(self.dropout(segment_mean_difference(X, segments, valid_lens)))
