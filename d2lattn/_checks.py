@@ -294,14 +294,29 @@ def check_positions(X, offset, num_hiddens, max_len):
     return offset
 
 
-def check_training_data(x_train, y_train, kernel):
-    """Raise unless ``x_train`` and ``y_train`` (1-D arrays) are non-empty and of equal
-    length and ``kernel`` is callable."""
-    if x_train.shape != y_train.shape or x_train.shape[0] == 0:
-        raise ValueError("x_train and y_train must be non-empty and of equal length, got "
-                         f"shapes {x_train.shape} and {y_train.shape}")
+def check_training_data(x_train, y_train, minimum=1):
+    """Raise unless ``x_train`` and ``y_train`` (1-D arrays) have one length >= ``minimum``."""
+    if x_train.shape != y_train.shape or x_train.shape[0] < minimum:
+        length = "non-empty and of equal length" if minimum == 1 else \
+            f"of equal length >= {minimum}"
+        raise ValueError(f"x_train and y_train must be {length}, got shapes {x_train.shape} "
+                         f"and {y_train.shape}")
+
+
+def check_kernel(kernel):
+    """Raise unless ``kernel`` is callable, a function of u."""
     if not callable(kernel):
         raise TypeError(f"kernel must be a function of u, got {kernel!r}")
+
+
+def check_row_keys(queries, keys, values):
+    """Raise unless ``queries`` is (m,) and ``keys`` and ``values`` (m, n), n >= 1: one row of
+    keys and values per query."""
+    if queries.ndim != 1 or keys.ndim != 2 or keys.shape != values.shape \
+            or keys.shape[0] != queries.shape[0]:
+        raise ValueError("expected queries (m,), keys and values (m, n); got shapes "
+                         f"{queries.shape}, {keys.shape}, {values.shape}")
+    check_array("keys", keys)
 
 
 def check_kernel_values(values, u):
