@@ -354,3 +354,12 @@ def check_hidden_states(name, X):
     check_float_array(name, X)
     if X.ndim != 3:
         raise ValueError(f"{name} must be (batch, steps, num_hiddens), got shape {X.shape}")
+
+
+def check_same_width(queries, keys):
+    """The width d of ``queries`` and ``keys`` (..., d), after checking that they share it."""
+    d = queries.shape[-1]
+    if keys.shape[-1] != d:
+        raise ValueError("queries and keys must have the same width d, got "
+                         f"queries {queries.shape}, keys {keys.shape}")
+    return d

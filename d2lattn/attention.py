@@ -10,7 +10,7 @@ import numpy as onp
 from mxnet import gluon, np, npx
 
 from ._checks import (check_divisible, check_float_array, check_heads, check_int,
-                      check_integers, check_rate)
+                      check_integers, check_rate, check_same_width)
 from ._ops import Dropout, sequence_mask, transpose
 
 
@@ -181,10 +181,7 @@ class DotProductAttention(ScoredAttention):
     """
 
     def score(self, queries, keys):
-        d = queries.shape[-1]
-        if keys.shape[-1] != d:
-            raise ValueError("queries and keys must have the same width d, got "
-                             f"queries {queries.shape}, keys {keys.shape}")
+        d = check_same_width(queries, keys)
         return npx.batch_dot(queries, keys, transpose_b=True) / math.sqrt(d)
 
 
