@@ -9,7 +9,8 @@ import math
 import numpy as onp
 from mxnet import gluon, np, npx
 
-from ._checks import check_float_array, check_int, check_integers, check_rate
+from ._checks import (check_divisible, check_float_array, check_heads, check_int,
+                      check_integers, check_rate, check_same_width)
 from ._ops import Dropout, sequence_mask, transpose
 
 
@@ -180,10 +181,7 @@ class DotProductAttention(ScoredAttention):
     """
 
     def score(self, queries, keys):
-        d = queries.shape[-1]
-        if keys.shape[-1] != d:
-            raise ValueError("queries and keys must have the same width d, got "
-                             f"queries {queries.shape}, keys {keys.shape}")
+        d = check_same_width(queries, keys)
         return npx.batch_dot(queries, keys, transpose_b=True) / math.sqrt(d)
 
 
@@ -270,23 +268,20 @@ def transpose_qkv(X, num_heads):
     with p = num_hiddens / num_heads.
     """
     _check_3d("X", X)
-    num_heads = check_int("num_heads", num_heads, minimum=1)
+    num_heads = check_heads(X, "last", num_heads)
     batch, n, num_hiddens = X.shape
-    if num_hiddens % num_heads:
-        raise ValueError(f"the last axis of X ({num_hiddens}) must be divisible by num_heads = "
-                         f"{num_heads}, got X of shape {X.shape}")
     X = transpose(X.reshape(batch, n, num_heads, num_hiddens // num_heads), (0, 2, 1, 3))
     return X.reshape(batch * num_heads, n, num_hiddens // num_heads)
 
 
 def transpose_output(X, num_heads):
-    """Undo :func:`transpose_qkv`: (batch * num_heads, n, p) -> (batch, n, num_heads * p)."""
+    """Undo :func:`transpose_qkv`.
+
+    X: (batch * num_heads, n, p) -> (batch, n, num_heads * p).
+    """
     _check_3d("X", X)
-    num_heads = check_int("num_heads", num_heads, minimum=1)
+    num_heads = check_heads(X, "first", num_heads)
     rows, n, p = X.shape
-    if rows % num_heads:
-        raise ValueError(f"the first axis of X ({rows}) must be divisible by num_heads = "
-                         f"{num_heads}, got X of shape {X.shape}")
     X = transpose(X.reshape(rows // num_heads, num_heads, n, p), (0, 2, 1, 3))
     return X.reshape(rows // num_heads, n, num_heads * p)
 
@@ -323,9 +318,7 @@ class MultiHeadAttention(gluon.nn.Block):
         super().__init__(**kwargs)
         self.num_hiddens = check_int("num_hiddens", num_hiddens, minimum=1)
         self.num_heads = check_int("num_heads", num_heads, minimum=1)
-        if num_hiddens % num_heads:
-            raise ValueError(f"num_hiddens must be divisible by num_heads, got num_hiddens = "
-                             f"{num_hiddens} and num_heads = {num_heads}")
+        check_divisible("num_hiddens", num_hiddens, "num_heads", num_heads)
         self.attention = DotProductAttention(dropout)
         self.W_q = gluon.nn.Dense(num_hiddens, use_bias=use_bias, flatten=False)
         self.W_k = gluon.nn.Dense(num_hiddens, use_bias=use_bias, flatten=False)
@@ -405,8 +398,8 @@ def _extend_cache(cache, k, v):
     if "k" in _checked_cache(cache):
         if cache["k"].shape[::2] != k.shape[::2] or cache["v"].shape[::2] != v.shape[::2]:
             raise ValueError("the cache must hold (batch * num_heads, steps, num_hiddens / "
-                             f"num_heads) arrays matching the new keys {k.shape}, got cache "
-                             f"k {cache['k'].shape}, v {cache['v'].shape}")
+                             f"num_heads) arrays matching the new keys {k.shape}, got "
+                             f"cache k {cache['k'].shape}, v {cache['v'].shape}")
         k = np.concatenate([cache["k"], k], axis=1)
         v = np.concatenate([cache["v"], v], axis=1)
     cache["k"], cache["v"] = k, v

@@ -16,9 +16,9 @@ import numpy as onp
 from mxnet import np, npx
 from mxnet.gluon import nn
 
-from ._checks import (check_array, check_context, check_float_array, check_int, check_integers,
-                      check_lengths, check_positive, check_rate, check_token_ids,
-                      check_tokens, read_json_object)
+from ._checks import (check_array, check_bert_inputs, check_context, check_given,
+                      check_hidden_states, check_int, check_lengths, check_positive,
+                      check_pred_positions, check_rate, read_json_object)
 from ._ops import Dropout
 from .device import cpu
 from .text import WordPieceTokenizer
@@ -53,15 +53,7 @@ class BERTEncoder(nn.Block):
                                                   norm_eps=norm_eps))
 
     def forward(self, tokens, segments, valid_lens=None):
-        check_tokens("tokens", tokens, valid_lens)
-        if not isinstance(segments, np.ndarray) or segments.shape != tokens.shape:
-            raise ValueError(f"segments must be an mxnet array shaped like tokens "
-                             f"{tokens.shape}, got {getattr(segments, 'shape', segments)}")
-        if tokens.shape[1] > self.max_len:
-            raise ValueError(f"tokens has {tokens.shape[1]} steps, more than max_len = "
-                             f"{self.max_len} learned positions")
-        check_token_ids("tokens", tokens, self.token_embedding)
-        check_token_ids("segments", segments, self.segment_embedding)
+        check_bert_inputs(self, tokens, segments, valid_lens)
         positions = np.arange(tokens.shape[1], ctx=tokens.ctx)
         X = self.token_embedding(tokens) + self.segment_embedding(segments) \
             + np.expand_dims(self.pos_embedding(positions), 0)
@@ -91,14 +83,7 @@ class MaskLM(nn.Block):
                      nn.Dense(check_int("vocab_size", vocab_size, minimum=1), flatten=False))
 
     def forward(self, X, pred_positions):
-        if X.ndim != 3 or pred_positions.ndim != 2 or pred_positions.shape[0] != X.shape[0]:
-            raise ValueError(f"X must be (batch, steps, num_hiddens) and pred_positions "
-                             f"(batch, P), got X {X.shape}, pred_positions "
-                             f"{pred_positions.shape}")
-        check_array("X", X)
-        check_array("pred_positions", pred_positions)
-        check_integers("pred_positions", pred_positions, 0, X.shape[1] - 1,
-                       f" (positions of X's {X.shape[1]} steps)")
+        check_pred_positions(X, pred_positions)
         batch, num_preds = pred_positions.shape
         rows = np.repeat(np.arange(batch, ctx=X.ctx), num_preds)
         masked_X = X[rows, pred_positions.reshape(-1)].reshape(batch, num_preds, -1)
@@ -132,9 +117,7 @@ def mean_pool(X, valid_lens):
     """The mean of each sequence's first ``valid_lens`` hidden states: (batch, steps, d),
     (batch,) integers in [0, steps] -> (batch, d). Padding positions do not count; a length
     of 0 gives zeros."""
-    check_float_array("X", X)
-    if X.ndim != 3:
-        raise ValueError(f"X must be (batch, steps, num_hiddens), got shape {X.shape}")
+    check_hidden_states("X", X)
     check_lengths("valid_lens", valid_lens, X.shape[0], X.shape[1])
     if 0 in X.shape:  # nothing to average: zeros, without an operator on an empty array
         return np.zeros((X.shape[0], X.shape[2]), dtype=X.dtype, ctx=X.ctx)
@@ -398,8 +381,7 @@ class BERTClassifier(nn.Block):
         self.output = nn.Dense(check_int("num_classes", num_classes, minimum=2))
 
     def forward(self, tokens, segments, valid_lens):
-        if valid_lens is None:
-            raise ValueError("valid_lens must be given: (batch,) lengths, got None")
+        check_given("valid_lens", valid_lens, "(batch,) lengths")
         X = self.encoder(tokens, segments, valid_lens)
         pooled = self.pooler(X) if self.pooling == "cls" else mean_pool(X, valid_lens)
         return self.output(self.dropout(pooled))
@@ -433,7 +415,6 @@ class PairClassifier(BERTClassifier):
         self.pooling = "pair"
 
     def forward(self, tokens, segments, valid_lens):
-        if valid_lens is None:
-            raise ValueError("valid_lens must be given: (batch,) lengths, got None")
+        check_given("valid_lens", valid_lens, "(batch,) lengths")
         X = self.encoder(tokens, segments, valid_lens)
         return self.output(self.dropout(segment_mean_difference(X, segments, valid_lens)))

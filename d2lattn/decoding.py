@@ -25,17 +25,20 @@ def _encode(net, src_lines, src_vocab, num_steps, device, tgt_vocab):
 
 
 def _step(net, tokens, state):
-    """Feed one token per row, (batch,) ids -> (log-probabilities (batch, vocab), state, weights)."""
+    """Feed one token per row: (batch,) ids -> (log-probabilities (batch, vocab), state,
+    weights (batch, source steps) or None)."""
     logits, state = net.decoder(tokens.reshape(-1, 1), state)
     weights = getattr(net.decoder, "attention_weights", None)
-    return npx.log_softmax(logits[:, 0], axis=-1), state, (None if weights is None else weights[:, 0])
+    weights = None if weights is None else weights[:, 0]
+    return npx.log_softmax(logits[:, 0], axis=-1), state, weights
 
 
 def greedy_search(net, src_lines, src_vocab, tgt_vocab, num_steps, device):
     """Translate a batch of token lists greedily, all sentences at once.
 
     Returns (translations: token lists without <eos>, weights: a list with one
-    (target tokens, source steps) array per sentence, or None for decoders without attention).
+    (target tokens, source steps) array per sentence, or None for decoders without
+    attention).
     """
     num_steps = check_int("num_steps", num_steps, minimum=1)
     state, src_valid_len = _encode(net, src_lines, src_vocab, num_steps, device, tgt_vocab)
@@ -104,7 +107,8 @@ def beam_search(net, src_tokens, src_vocab, tgt_vocab, num_steps, device, beam_s
     num_steps = check_int("num_steps", num_steps, minimum=1)
     beam_size = check_int("beam_size", beam_size, minimum=1)
     alpha = check_real("alpha", alpha, minimum=0)
-    state, src_valid_len = _encode(net, [src_tokens], src_vocab, num_steps, device, tgt_vocab)
+    state, src_valid_len = _encode(net, [src_tokens], src_vocab, num_steps, device,
+                                   tgt_vocab)
     src_len = int(src_valid_len[0])
     # Each live beam: (log-probability, token ids, weight rows). Start with one, <bos>.
     beams, finished = [(0.0, [tgt_vocab["<bos>"]], [])], []
@@ -117,9 +121,11 @@ def beam_search(net, src_tokens, src_vocab, tgt_vocab, num_steps, device, beam_s
         finished += ended
         if len(finished) >= beam_size or not beams:
             break
-        state = net.decoder.reorder_state(state, np.array(parents, dtype="int32", ctx=device))
+        parents = np.array(parents, dtype="int32", ctx=device)
+        state = net.decoder.reorder_state(state, parents)
     if not finished:  # no hypothesis ended within num_steps: take the best live one
-        finished = [(score / len(ids) ** alpha, ids[1:], rows) for score, ids, rows in beams]
+        finished = [(score / len(ids) ** alpha, ids[1:], rows)
+                    for score, ids, rows in beams]
     _, ids, rows = max(finished, key=lambda f: f[0])
     return tgt_vocab.to_tokens(ids), (onp.stack(rows) if rows else None)
 

@@ -9,7 +9,6 @@ package's own: :class:`~d2lattn.attention.MultiHeadAttention` (with its cache),
 :class:`~d2lattn.transformer.AddNorm`, :class:`~d2lattn.transformer.PositionWiseFFN`.
 """
 import math
-import numbers
 import random
 
 import mxnet as mx
@@ -17,7 +16,8 @@ import numpy as onp
 from mxnet import autograd, gluon, np
 from mxnet.gluon import nn
 
-from ._checks import check_int, check_positive, check_rate, check_token_ids, check_tokens
+from ._checks import (check_int, check_positive, check_prompt, check_rate, check_sampling,
+                      check_token_ids, check_tokens)
 from .attention import MultiHeadAttention, _cached_steps
 from .positional import LearnedPositionalEmbedding
 from .train import MaskedSoftmaxCELoss, grad_clipping
@@ -189,16 +189,8 @@ def next_token_probs(logits, temperature=1.0, top_k=None, top_p=None):
     (nucleus sampling, Holtzman et al., 2020) keep their probability, renormalised.
     temperature 0: all the probability on the most probable token (greedy decoding).
     """
-    logits = logits.asnumpy() if hasattr(logits, "asnumpy") else logits
-    logits = onp.asarray(logits, dtype="float64")
-    if logits.ndim != 1 or logits.size == 0 or not onp.isfinite(logits).all():
-        raise ValueError(f"logits must be a non-empty 1-D array of finite numbers, got "
-                         f"shape {logits.shape}")
-    if not _is_real(temperature) or not 0 <= temperature < math.inf:
-        raise ValueError(f"temperature must be a finite number >= 0, got {temperature!r}")
-    keep = logits.size if top_k is None else check_int("top_k", top_k, minimum=1)
-    if top_p is not None and (not _is_real(top_p) or not 0 < top_p <= 1):
-        raise ValueError(f"top_p must be None or a number in (0, 1], got {top_p!r}")
+    logits = check_sampling(logits, temperature, top_k, top_p)  # float64 NumPy
+    keep = logits.size if top_k is None else int(top_k)
     order = onp.argsort(-logits, kind="stable")  # most probable first, ties by id
     if temperature == 0:
         return onp.eye(logits.size)[order[0]]
@@ -210,10 +202,6 @@ def next_token_probs(logits, temperature=1.0, top_k=None, top_p=None):
     filtered = onp.zeros_like(probs)
     filtered[order[:keep]] = probs[order[:keep]]
     return filtered / filtered.sum()
-
-
-def _is_real(x):
-    return isinstance(x, numbers.Real) and not isinstance(x, bool)
 
 
 def generate(net, prompt_ids, num_tokens, temperature=1.0, top_k=None, top_p=None,
@@ -229,13 +217,7 @@ def generate(net, prompt_ids, num_tokens, temperature=1.0, top_k=None, top_p=Non
     Returns the ``num_tokens`` new ids, a list of ints.
     """
     num_tokens = check_int("num_tokens", num_tokens)
-    if not isinstance(prompt_ids, (list, tuple)) or not prompt_ids:
-        raise ValueError(f"prompt_ids must be a non-empty list of token ids, got "
-                         f"{prompt_ids!r}")
-    if len(prompt_ids) + num_tokens - 1 > net.max_len:
-        raise ValueError(f"a prompt of {len(prompt_ids)} tokens and {num_tokens} new ones "
-                         f"need {len(prompt_ids) + num_tokens - 1} positions, more than "
-                         f"max_len = {net.max_len}")
+    check_prompt(prompt_ids, num_tokens, net.max_len)
     rng = random if seed is None else random.Random(check_int("seed", seed))
     ctx = net.embedding.weight.list_ctx()[0]
     ids, caches, new = list(prompt_ids), net.init_caches() if use_cache else None, []

@@ -8,7 +8,8 @@ import mxnet as mx
 import numpy as onp
 from mxnet import autograd, gluon, np, npx
 
-from ._checks import check_array, check_int, check_positive
+from ._checks import (check_int, check_kernel, check_kernel_values, check_positive,
+                      check_row_keys, check_training_data)
 from ._ops import softmax_rows
 
 
@@ -41,12 +42,7 @@ def kernel_scores(kernel, u):
     """
     if kernel is gaussian:
         return -u**2 / 2
-    values = kernel(u)
-    if not isinstance(values, np.ndarray) or values.shape != u.shape:
-        raise TypeError(f"kernel must map u {u.shape} to an array of its shape, got {values!r}")
-    bad = values.asnumpy()[~(np.isfinite(values) & (values >= 0)).asnumpy()]
-    if bad.size:
-        raise ValueError(f"kernel must return finite values >= 0, got {bad[:5].tolist()}")
+    values = check_kernel_values(kernel(u), u)
     return np.log(values)
 
 
@@ -62,13 +58,11 @@ def nadaraya_watson(x_train, y_train, x_query, kernel=gaussian, bandwidth=1.0):
     x_train = _as_vector(x_train, "x_train")
     y_train = _as_vector(y_train, "y_train", x_train.ctx)
     x_query = _as_vector(x_query, "x_query", x_train.ctx)
-    if x_train.shape != y_train.shape or x_train.shape[0] == 0:
-        raise ValueError("x_train and y_train must be non-empty and of equal length, got "
-                         f"shapes {x_train.shape} and {y_train.shape}")
-    if not callable(kernel):
-        raise TypeError(f"kernel must be a function of u, got {kernel!r}")
+    check_training_data(x_train, y_train)
+    check_kernel(kernel)
     bandwidth = check_positive("bandwidth", bandwidth)
-    if x_query.shape[0] == 0:  # no query: empty answers, without an operator on empty arrays
+    # No query: empty answers, without an operator on empty arrays.
+    if x_query.shape[0] == 0:
         return (np.zeros((0,), dtype=y_train.dtype, ctx=x_train.ctx),
                 np.zeros((0, x_train.shape[0]), dtype=y_train.dtype, ctx=x_train.ctx))
     u = (x_query.reshape(-1, 1) - x_train.reshape(1, -1)).astype("float64") / bandwidth
@@ -100,9 +94,7 @@ def leave_one_out(x_train, y_train):
     x_train = _as_vector(x_train, "x_train")
     y_train = _as_vector(y_train, "y_train", x_train.ctx)
     n = x_train.shape[0]
-    if y_train.shape != (n,) or n < 2:
-        raise ValueError("x_train and y_train must be of equal length >= 2, got shapes "
-                         f"{x_train.shape} and {y_train.shape}")
+    check_training_data(x_train, y_train, minimum=2)
     # Row i takes columns 0 .. i-1 and i+1 .. n-1: column j, shifted by one from j = i on.
     rows = np.arange(n, ctx=x_train.ctx).reshape(-1, 1)
     cols = np.arange(n - 1, ctx=x_train.ctx).reshape(1, -1)
@@ -124,11 +116,7 @@ class NWKernelRegression(gluon.nn.Block):
         self.attention_weights = None
 
     def forward(self, queries, keys, values):
-        if queries.ndim != 1 or keys.ndim != 2 or keys.shape != values.shape \
-                or keys.shape[0] != queries.shape[0]:
-            raise ValueError("expected queries (m,), keys and values (m, n); got shapes "
-                             f"{queries.shape}, {keys.shape}, {values.shape}")
-        check_array("keys", keys)
+        check_row_keys(queries, keys, values)
         scores = -((queries.reshape(-1, 1) - keys) * self.w.data(queries.ctx)) ** 2 / 2
         self.attention_weights = npx.softmax(scores, axis=-1)
         return (self.attention_weights * values).sum(axis=1)

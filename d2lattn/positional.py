@@ -8,7 +8,7 @@ that symmetry. :class:`PositionalEncoding` adds fixed sinusoids (Vaswani et al.,
 import numpy as onp
 from mxnet import gluon, np
 
-from ._checks import check_int, check_rate
+from ._checks import check_int, check_positions, check_rate
 from ._ops import Dropout
 from .attention import _check_3d
 from .device import cpu
@@ -49,13 +49,7 @@ class _AddPositions(gluon.nn.Block):
 
     def forward(self, X, offset=0):
         _check_3d("X", X)
-        offset = check_int("offset", offset)
-        if X.shape[-1] != self.num_hiddens:
-            raise ValueError(f"X must have num_hiddens = {self.num_hiddens} features on its "
-                             f"last axis, got X of shape {X.shape}")
-        if offset + X.shape[1] > self.max_len:
-            raise ValueError(f"positions {offset} to {offset + X.shape[1] - 1} (offset {offset}, "
-                             f"{X.shape[1]} steps) do not fit max_len = {self.max_len}")
+        offset = check_positions(X, offset, self.num_hiddens, self.max_len)
         return self.dropout(X + self.positions(X, offset))
 
 

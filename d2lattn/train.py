@@ -10,9 +10,9 @@ import numpy as onp
 from mxnet import autograd, gluon, np, npx
 from tqdm import tqdm
 
-from ._checks import (check_context, check_contexts, check_float_array, check_int,
-                      check_integers, check_labels, check_lengths, check_positive,
-                      check_rate, check_special_tokens, check_tokens, nonempty)
+from ._checks import (check_bool, check_context, check_contexts, check_int, check_labels,
+                      check_positive, check_rate, check_sequence_loss, check_special_tokens,
+                      check_tokens, nonempty)
 from .plotting import Animator
 
 
@@ -91,13 +91,7 @@ class MaskedSoftmaxCELoss(gluon.nn.Block):
         self.label_smoothing = check_rate("label_smoothing", label_smoothing)
 
     def forward(self, pred, label, valid_len):
-        if pred.ndim != 3 or label.shape != pred.shape[:2] or valid_len.shape != pred.shape[:1]:
-            raise ValueError("expected pred (batch, steps, vocab), label (batch, steps) and "
-                             f"valid_len (batch,); got shapes {pred.shape}, {label.shape}, "
-                             f"{valid_len.shape}")
-        check_float_array("pred", pred)
-        check_integers("label", label, 0, pred.shape[2] - 1, " (class ids below vocab)")
-        check_lengths("valid_len", valid_len, pred.shape[0], pred.shape[1])
+        check_sequence_loss(pred, label, valid_len)
         if 0 in pred.shape[:2]:  # no token: zero losses, without an operator on empty arrays
             return np.zeros(pred.shape[:1], dtype=pred.dtype, ctx=pred.ctx)
         steps = np.arange(pred.shape[1], ctx=pred.ctx).reshape(1, -1)
@@ -145,7 +139,7 @@ def grad_clipping(net, theta):
 
 
 class TransformerSchedule(mx.lr_scheduler.LRScheduler):
-    """The warm-up schedule of Vaswani et al. (2017), for a gluon Trainer's ``lr_scheduler``.
+    """The warm-up schedule of Vaswani et al. (2017), for a Trainer's ``lr_scheduler``.
 
     lr(step) = factor * num_hiddens^-0.5 * min(step^-0.5, step * warmup_steps^-1.5): a
     linear rise to its peak factor * (num_hiddens * warmup_steps)^-0.5 at step =
@@ -168,7 +162,8 @@ class TransformerSchedule(mx.lr_scheduler.LRScheduler):
 
 
 def seq2seq_batch_loss(net, batch, bos, device, loss=_SEQ_LOSS):
-    """Teacher-forced loss of one batch (X, X_valid_len, Y, Y_valid_len): (sum, real tokens).
+    """Teacher-forced loss of one batch (X, X_valid_len, Y, Y_valid_len): (sum, real
+    tokens).
 
     The decoder input is <bos> followed by the target shifted right by one. Columns that
     hold only padding are dropped first: they cost time and change nothing. ``loss`` is a
@@ -177,7 +172,8 @@ def seq2seq_batch_loss(net, batch, bos, device, loss=_SEQ_LOSS):
     X, X_valid_len, Y, Y_valid_len = (a.as_in_ctx(device) for a in batch)
     for name, tokens, lens in (("X", X, X_valid_len), ("Y", Y, Y_valid_len)):
         check_tokens(name, tokens, lens)  # before max(), which fails on an empty batch
-    X, Y = X[:, :int(X_valid_len.max())], Y[:, :int(Y_valid_len.max())]  # drop padding columns
+    # Drop the columns that hold only padding.
+    X, Y = X[:, :int(X_valid_len.max())], Y[:, :int(Y_valid_len.max())]
     bos_column = np.full((Y.shape[0], 1), bos, dtype=Y.dtype, ctx=device)
     Y_hat, _ = net(X, np.concatenate((bos_column, Y[:, :-1]), axis=1), X_valid_len)
     return loss(Y_hat, Y, Y_valid_len).sum(), Y_valid_len.astype(Y_hat.dtype).sum()
@@ -355,8 +351,7 @@ def train_classifier(net, train_iter, val_iter, num_epochs, lr, devices,
     """
     num_epochs = check_int("num_epochs", num_epochs, minimum=1)
     devices = check_contexts("devices", devices)
-    if not isinstance(freeze_encoder, bool):
-        raise TypeError(f"freeze_encoder must be a bool, got {freeze_encoder!r}")
+    check_bool("freeze_encoder", freeze_encoder)
     with warnings.catch_warnings():  # "already initialized": the pretrained parameters
         warnings.simplefilter("ignore")
         net.initialize(mx.init.Xavier(), ctx=list(devices))

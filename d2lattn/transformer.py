@@ -13,7 +13,8 @@ import math
 from mxnet import np, npx
 from mxnet.gluon import nn
 
-from ._checks import check_int, check_positive, check_rate, check_token_ids, check_tokens
+from ._checks import (check_int, check_positive, check_rate, check_same_shape,
+                      check_step_tokens, check_token_ids, check_tokens)
 from ._ops import Dropout
 from .attention import MultiHeadAttention
 from .positional import PositionalEncoding
@@ -74,11 +75,7 @@ class AddNorm(nn.Block):
         return self.ln(X) if self.pre_norm else X
 
     def forward(self, X, Y):
-        if X.shape != Y.shape:
-            raise ValueError(f"X and Y must have the same shape, got X {X.shape}, "
-                             f"Y {Y.shape}")
-        if X.shape[-1:] == (0,):  # nothing to normalise; the LayerNorm cannot be sized
-            raise ValueError(f"X must have a width (last axis) >= 1, got shape {X.shape}")
+        check_same_shape(X, Y)
         Z = X + self.dropout(Y)
         return Z if self.pre_norm else self.ln(Z)
 
@@ -229,11 +226,7 @@ class TransformerDecoder(AttentionDecoder):
         return enc_outputs, enc_valid_lens, caches, 0
 
     def forward(self, X, state):
-        batch = state[0].shape[0]
-        if X.ndim != 2 or X.shape[0] != batch:
-            raise ValueError(f"X must be (batch = {batch}, steps) token ids, got shape "
-                             f"{X.shape}")
-        check_token_ids("X", X, self.embedding)
+        check_step_tokens("X", X, state[0].shape[0], self.embedding)
         offset = state[3]
         X = _embed(self, X, offset)
         for blk in self.blks:

@@ -134,12 +134,13 @@ def _check_vocab(vocab):
 
 
 def _replace_mlm_tokens(tokens, candidate_pred_positions, num_mlm_preds, vocab, rng):
-    """Select ``num_mlm_preds`` of the candidate positions at random and corrupt them as BERT does.
+    """Select ``num_mlm_preds`` of the candidate positions at random and corrupt them as
+    BERT does.
 
-    Each selected token becomes [MASK] with probability 0.8, a random normal token of ``vocab``
-    (never ``'<unk>'`` nor a reserved token) with probability 0.1, and stays with probability 0.1.
-    Returns ``(mlm_input_tokens, pred_positions_and_labels)``: a corrupted copy of ``tokens`` and
-    ``(position, original token)`` pairs in position order.
+    Each selected token becomes [MASK] with probability 0.8, a random normal token of
+    ``vocab`` (never ``'<unk>'`` nor a reserved token) with probability 0.1, and stays with
+    probability 0.1. Returns ``(mlm_input_tokens, pred_positions_and_labels)``: a corrupted
+    copy of ``tokens`` and ``(position, original token)`` pairs in position order.
     """
     _check_vocab(vocab)
     first_normal = 1 + len(RESERVED_TOKENS)
@@ -150,17 +151,19 @@ def _replace_mlm_tokens(tokens, candidate_pred_positions, num_mlm_preds, vocab, 
         if draw < 0.8:
             mlm_input_tokens[position] = '[MASK]'
         elif draw < 0.9:
-            mlm_input_tokens[position] = vocab.idx_to_token[rng.randrange(first_normal, len(vocab))]
+            random_id = rng.randrange(first_normal, len(vocab))
+            mlm_input_tokens[position] = vocab.idx_to_token[random_id]
         pred_positions_and_labels.append((position, tokens[position]))
     return mlm_input_tokens, pred_positions_and_labels
 
 
 def _get_mlm_data_from_tokens(tokens, vocab, rng):
-    """MLM data of one BERT input: ``(token_ids, pred_positions, mlm_label_ids)``, lists of ints.
+    """MLM data of one BERT input: ``(token_ids, pred_positions, mlm_label_ids)``, lists of
+    ints.
 
     round(15%) of the tokens other than the reserved ones ([CLS], [SEP]), at least one, are
-    selected for prediction; ``token_ids`` is the corrupted input, ``mlm_label_ids`` the original
-    tokens at ``pred_positions``.
+    selected for prediction; ``token_ids`` is the corrupted input, ``mlm_label_ids`` the
+    original tokens at ``pred_positions``.
     """
     candidates = [i for i, token in enumerate(tokens) if token not in RESERVED_TOKENS]
     num_mlm_preds = max(1, round(len(candidates) * MLM_RATE))
