@@ -60,6 +60,20 @@ TOGETHER = {"test_book.py": "the book's build", "test_browser.py": "the book's b
             "test_sandbox.py": "sandboxes"}
 
 
+# The longest units start first (each takes minutes: the chapters that train), so that the
+# two workers finish together; pyproject.toml's --no-loadscope-reorder keeps this order.
+LONGEST_FIRST = ["03_bahdanau_attention.ipynb", "06_transformer.ipynb",
+                 "08_bert_finetuning.ipynb", "07_bert.ipynb", "09_gpt.ipynb", "sandboxes",
+                 "the book's build"]
+
+
+def pytest_collection_modifyitems(items):
+    def rank(item):
+        unit = TOGETHER.get(item.path.name, item.path.name)
+        return LONGEST_FIRST.index(unit) if unit in LONGEST_FIRST else len(LONGEST_FIRST)
+    items.sort(key=rank)  # stable: a notebook's cells and a file's tests keep their order
+
+
 def pytest_xdist_make_scheduler(config, log):
     from xdist.scheduler import LoadFileScheduling
 
