@@ -17,15 +17,14 @@ def check_int(name, value, minimum=0, maximum=None):
 
 def check_positive(name, value):
     """``value`` as a positive finite float; bools are rejected."""
-    if isinstance(value, bool) or not isinstance(value, numbers.Real) \
-            or not 0 < value < float("inf"):
+    if not _is_real(value) or not 0 < value < float("inf"):
         raise ValueError(f"{name} must be a positive finite number, got {value!r}")
     return float(value)
 
 
 def check_rate(name, value):
     """``value`` as a float in [0, 1), e.g. a dropout rate; bools are rejected."""
-    if isinstance(value, bool) or not isinstance(value, numbers.Real) or not 0 <= value < 1:
+    if not _is_real(value) or not 0 <= value < 1:
         raise ValueError(f"{name} must be a number in [0, 1), got {value!r}")
     return float(value)
 
@@ -68,8 +67,8 @@ def check_token_ids(name, X, embedding):
 
 def check_real(name, value, minimum=None):
     """``value`` as a finite float (>= ``minimum`` if given); bools and NaN are rejected."""
-    if isinstance(value, bool) or not isinstance(value, numbers.Real) \
-            or not onp.isfinite(float(value)) or (minimum is not None and value < minimum):
+    if not _is_real(value) or not onp.isfinite(float(value)) \
+            or (minimum is not None and value < minimum):
         bound = "" if minimum is None else f" >= {minimum}"
         raise ValueError(f"{name} must be a finite number{bound}, got {value!r}")
     return float(value)
@@ -265,6 +264,7 @@ def check_sampling(logits, temperature, top_k, top_p):
 
 
 def _is_real(x):
+    """True for a real number that is not a bool (True is an int in Python)."""
     return isinstance(x, numbers.Real) and not isinstance(x, bool)
 
 

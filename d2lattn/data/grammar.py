@@ -43,7 +43,7 @@ Three sentences of the grammar::
 import collections
 import random
 
-from .._checks import check_int
+from .._checks import check_bool, check_int
 
 # --- lexicon ------------------------------------------------------------------------------------
 
@@ -210,11 +210,6 @@ def _lookup(table, key, name):
     return table[key]
 
 
-def _check_bool(name, value):
-    if not isinstance(value, bool):
-        raise TypeError(f"{name} must be a bool, got {value!r}")
-
-
 def _check_phrase(name, value, kinds):
     if not isinstance(value, Phrase) or value.kind not in kinds:
         raise TypeError(f"{name} must be a Phrase of kind {' or '.join(kinds)}, got {value!r}")
@@ -224,7 +219,7 @@ def pronoun(word, obj=False):
     """Subject pronoun ``word`` ('i', 'you', 'he', 'she', 'we', 'they'), or with ``obj`` the
     object pronoun of the same person: pronoun('he', obj=True) -> 'him' / 'le'."""
     en_obj, fr, fr_obj, person = _lookup(_PRONOUNS, word, "word")
-    _check_bool("obj", obj)
+    check_bool("obj", obj)
     if obj:
         return Phrase([en_obj], [fr_obj], "object pronoun")
     return Phrase([word], [fr], "pronoun", person)
@@ -257,7 +252,7 @@ def noun_phrase(noun, plural=False, det="the", adjectives=()):
     (plural these); ``adjectives`` holds at most one pre-nominal and one post-nominal word.
     """
     entry = _lookup(_NOUNS, noun, "noun")
-    _check_bool("plural", plural)
+    check_bool("plural", plural)
     en_dets, fr_dets = _lookup(_DETERMINERS, det, "det")
     pre, post = _split_adjectives(adjectives)
     form = 2 * plural + (entry.gender == "f")  # index into _Adjective.forms
@@ -292,7 +287,7 @@ def verb_phrase(verb, person, obj=None, negated=False):
     """
     entry = _lookup(_VERBS, verb, "verb")
     person = check_int("person", person, 0, 5)
-    _check_bool("negated", negated)
+    check_bool("negated", negated)
     if obj is not None:
         _check_phrase("obj", obj, ("noun", "object pronoun"))
         if not entry.objects:
