@@ -59,10 +59,10 @@ def release(source, out="_build/exercises", unsafe=False, hidden=None):
     masters, out = _masters(source), Path(out)
     if any(out.resolve() == master.parent.resolve() for master in masters):
         raise ValueError(f"out must not be the folder of the master notebooks, got {str(out)!r}")
-    named = [(master, assignment_of(read_notebook(master), master.stem)) for master in masters]
-    _check_unique([name for _, name in named])
-    split = [(master, name, *split_master(read_notebook(master), name))
-             for master, name in named]
+    named = [(master, nb, assignment_of(nb, master.stem))
+             for master, nb in ((master, read_notebook(master)) for master in masters)]
+    _check_unique([name for _, _, name in named])
+    split = [(master, name, *split_master(nb, name)) for master, nb, name in named]
     if hidden is not None:
         extra = private_cases(hidden, {name: tests for _, name, _, tests in split})
         for _, name, _, tests in split:
@@ -271,7 +271,8 @@ def split_master(nb, assignment):
     if tests:  # right after the first code cell, the Colab install cell of a chapter
         first = next(i for i, cell in enumerate(nb["cells"]) if cell.get("cell_type") == "code")
         cells.insert(first + 1, _registration_cell(tests))
-        cells += [{"cell_type": "markdown", "id": "grading-hand-in", "metadata": {}, "source": HAND_IN},
+        cells += [{"cell_type": "markdown", "id": "grading-hand-in", "metadata": {},
+                   "source": HAND_IN},
                   _code_cell(STUDENT_CELL, "grading-student", {"tags": ["grading-student"]})]
     metadata = dict(nb.get("metadata", {}), d2lattn={"assignment": assignment})
     student = dict(nb, cells=cells, metadata=metadata,
