@@ -243,6 +243,18 @@ def test_format_report_shows_public_failures_and_hidden_cases_by_their_message_o
     assert not any(text in report for text in ("f(9)", "18", "19"))
 
 
+def test_the_reason_and_the_feedback_count_and_name_cases_alike(batch):
+    """A format check is counted apart and named 'format check' in both reports (the reason
+    said '0 of 1 cases passed' and listed two failures; the feedback called the check a case)."""
+    rows, out, *_ = batch
+    reason = by_student(rows, "student")["q3_weight"].reason
+    feedback = (out / "feedback" / "student.md").read_text()
+    assert reason.startswith("0 of 1 cases passed (format checks: 0 of 1); failed: public "
+                             "format check 1 (format: the weight is a float), hidden case 1 ")
+    assert "q3_weight: 0 of 0 public cases passed (format checks: 0 of 1)\n" \
+           "  format check 1 FAILED: format: the weight is a float\n" in feedback
+
+
 # --- the master format ----------------------------------------------------------------------
 
 def test_strip_solutions_replaces_regions_and_one_line_solutions():
@@ -541,13 +553,13 @@ def test_check_and_register_reject_bad_arguments(registry):
 ])
 def test_forbidden_uses_finds_the_reference_however_it_is_reached(code, line):
     assert forbidden_uses([(4, code)], ["d2lattn.masked_softmax"]) == \
-        [f"d2lattn.masked_softmax (cell 4, line {line})"]
+        [f"d2lattn.masked_softmax (code cell 4, line {line})"]
 
 
 def test_forbidden_uses_follows_imports_across_cells():
     cells = [(2, "import d2lattn as d"), (5, "def f(X):\n    return d.masked_softmax(X, None)")]
     assert forbidden_uses(cells, ["d2lattn.masked_softmax"]) == \
-        ["d2lattn.masked_softmax (cell 5, line 2)"]
+        ["d2lattn.masked_softmax (code cell 5, line 2)"]
 
 
 @pytest.mark.parametrize("code", [
@@ -1079,12 +1091,14 @@ def student_named(rows, start):
     return match
 
 
-FULL = {q: (p, r"^\d of \d cases passed$") for q, p in QUESTIONS.items()}
+FULL = {q: (p, r"^\d of \d cases passed( \(format checks: \d of \d\))?$")
+        for q, p in QUESTIONS.items()}
 ZERO = {q: (0, r"^0 of \d cases passed") for q in QUESTIONS}
 DIED = {q: (0, r"the sandbox ended while its cells ran") for q in QUESTIONS}
 EXPECTED = {
     "master": FULL, "reordered": FULL, "escaper": FULL, "mime_flood": FULL,
-    "student": {q: (0, r"^0 of \d cases passed; failed: public ") for q in QUESTIONS},
+    "student": {q: (0, r"^0 of \d cases passed( \(format checks: 0 of 1\))?; failed: public ")
+                for q in QUESTIONS},
     "tampered": ZERO, "judges": ZERO, "reader": ZERO, "liar": ZERO, "leak": ZERO,
     "zz_after": ZERO,
     "raises": dict(FULL, q2_nw=(0, r"^0 of 4 cases passed")),
@@ -1093,15 +1107,16 @@ EXPECTED = {
     "stopper": {q: (0, r"the sandbox was stopped at its time limit while its cells ran")
                 for q in QUESTIONS},
     "loops": {"q1_softmax": (2, rf"^4 of 4 cases passed; time limit of {TIMEOUT} s reached in "
-                                r"cell 5; later cells did not run$"),
+                                r"code cell 3; later cells did not run$"),
               # one budget per notebook: the loop used it up in q1's group
               "q2_nw": (0, r"^0 of 4 cases passed; failed: .*; the notebook's time limit of "
                            r"15 s was used up before these questions ran$"),
-              "q3_weight": (0, r"^0 of 1 cases passed; failed: .*; the notebook's time limit "
+              "q3_weight": (0, r"^0 of 1 cases passed \(format checks: 0 of 1\); failed: .*; the "
+                               r"notebook's time limit "
                                r"of 15 s was used up")},
     "prints": FULL,
     "deleted": dict(FULL, q2_nw=(0, r"^question cell missing$")),
-    "forbidden": dict(FULL, q1_softmax=(0, r"^uses d2lattn.masked_softmax \(cell 4, line 2\), "
+    "forbidden": dict(FULL, q1_softmax=(0, r"^uses d2lattn.masked_softmax \(code cell 2, line 2\), "
                                            r"which this question forbids$")),
     "routes": dict(FULL, q1_softmax=(0, r"^0 of 4 cases passed; failed: .*; called "
                                         r"d2lattn.masked_softmax, which this question forbids")),
@@ -1212,7 +1227,8 @@ def test_feedback_shows_failing_public_cases_and_names_hidden_ones_by_message(ba
     assert files == ids(rows)
     text = (out / "feedback" / "raises.md").read_text()
     assert text.startswith("# sample: raises\n\nScore: 3 of 6 points (graded in ")
-    assert "Cells that raised an error:\n\n- cell 7: ZeroDivisionError: division by zero\n" in text
+    assert "Cells that raised an error:\n\n- code cell 3 (the answer to q2_nw): ZeroDivisionError: " \
+           "division by zero\n" in text
     assert "## q2_nw: 0 of 3 points" in text
     assert "      >>> nw_predict(np.array([0.0, 1.0]), np.array([0.0, 1.0]), np.array([0.5]))\n" \
            "      expected: [0.5]\n" \

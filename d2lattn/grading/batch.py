@@ -19,13 +19,14 @@ from pathlib import Path
 from tqdm import tqdm
 
 from .._checks import check_int, check_positive
-from .cases import cases_of, format_report, is_format, judge, parse_case, request
+from .cases import (case_label, cases_of, format_report, format_tally, is_format, judge,
+                    parse_case, request, tally)
 from .execute import NO_RUN, run_submission
 from .forbid import forbidden_uses
 from .gradebook import (Row, Student, changes, gradebook, read_roster, read_rows, read_skipped,
                         read_students, replaced, write_exports, write_grades, write_run,
                         write_table)
-from .notebook import cell_source, is_grader_cell, notebook_meta, question_of
+from .notebook import notebook_meta, runnable_cells
 from .sandbox import SandboxError, check_sandbox
 from .shadow import Shadows
 from .submissions import MAX_BYTES, MAX_CODE, find_submissions, in_shard, name_students
@@ -187,9 +188,7 @@ def grade_notebook(nb, tests, limits, packages, unsafe=False):
     ``packages(forbidden names)`` (:class:`d2lattn.grading.shadow.Shadows`): a question's
     forbidden objects are absent from its own run only.
     """
-    cells = [(number, cell_source(cell), question_of(cell))
-             for number, cell in enumerate(nb["cells"], 1)
-             if cell.get("cell_type") == "code" and not is_grader_cell(cell)]
+    cells = runnable_cells(nb)
     present = {question for *_, question in cells} & {test["name"] for test in tests}
     outputs, records, notes, executed = None, {}, {}, None
     if present:
@@ -236,8 +235,8 @@ def feedback(assignment, student, rows, results, executed, seconds):
     lines = [f"# {assignment}: {student}", "",
              f"Score: {_total(rows)} points (graded in {seconds:.1f} s).", ""]
     ran = [cell["metadata"]["d2lattn"] for cell in (executed["cells"] if executed else [])]
-    errors = [f"- cell {meta['cell']}: {one_line(meta['error'], 200)}" for meta in ran
-              if meta["error"]]
+    errors = [f"- code cell {meta['cell']}{_answering(meta)}: {one_line(meta['error'], 200)}"
+              for meta in ran if meta["error"]]
     if errors:
         lines += ["Cells that raised an error:", ""] + errors + [""]
     for row in rows:
@@ -246,6 +245,11 @@ def feedback(assignment, student, rows, results, executed, seconds):
         if row.question in results:
             lines += ["```", format_report(row.question, results[row.question]), "```", ""]
     return "\n".join(lines)
+
+
+def _answering(meta):
+    """' (the answer to q2_nw)' for a question's cell, else ''."""
+    return f" (the answer to {meta['question']})" if meta.get("question") else ""
 
 
 def _first_ids(tests):
@@ -265,11 +269,11 @@ def _executed(cells, outputs):
     """The code cells that ran, with their text outputs, as a notebook (dict)."""
     return {"nbformat": 4, "nbformat_minor": 5, "metadata": {}, "cells": [
         {"cell_type": "code", "id": f"cell-{number}", "execution_count": None, "source": text,
-         "metadata": {"d2lattn": {"cell": number,
+         "metadata": {"d2lattn": {"cell": number, "question": question,
                                   "error": outputs.get(number, {}).get("error")}},
          "outputs": [{"output_type": "stream", "name": "stdout",
                       "text": outputs[number]["text"]}] if outputs.get(number, {}).get("text")
-         else []} for number, text, _ in cells]}
+         else []} for number, text, question in cells]}
 
 
 def _score(test, present, uses, outcome, records, notes, first):
@@ -292,17 +296,15 @@ def _score(test, present, uses, outcome, records, notes, first):
 
 def _verdict(outcome):
     """E.g. '2 of 4 cases passed; failed: public case 2 (rows sum to 1), hidden case 1 (large
-    scores do not overflow)': cases are named by their message, never by their code."""
+    scores do not overflow)': cases are named by their message, never by their code, and
+    counted as the feedback counts them (format checks apart)."""
     failed, counts = [], {False: 0, True: 0}
-    scored = [case for case in outcome if not case["format"]]
     for case in outcome:
         counts[case["hidden"]] += 1
         if not case["passed"]:
-            kind = ("hidden" if case["hidden"] else "public") + \
-                (" format check" if case["format"] else " case")
             about = f" ({case['message']})" if case["message"] else ""
-            failed.append(f"{kind} {counts[case['hidden']]}{about}")
-    verdict = f"{sum(c['passed'] for c in scored)} of {len(scored)} cases passed"
+            failed.append(f"{case_label(case, counts[case['hidden']])}{about}")
+    verdict = f"{tally(outcome)} cases passed{format_tally(outcome)}"
     return verdict + (f"; failed: {', '.join(failed)}" if failed else "")
 
 

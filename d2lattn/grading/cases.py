@@ -131,30 +131,37 @@ def format_report(name, results):
     apart."""
     public = [r for r in results if not r["hidden"]]
     hidden = [r for r in results if r["hidden"]]
-    lines = [f"{name}: {_tally(public)} public cases passed{_format_tally(public)}"]
+    lines = [f"{name}: {tally(public)} public cases passed{format_tally(public)}"]
     for number, result in enumerate(public, 1):
         lines += format_case(number, result)
     if hidden:
-        lines.append(f"  hidden cases: {_tally(hidden)} passed{_format_tally(hidden)}")
-        lines += [_headline(f"hidden case {number}", result)
+        lines.append(f"  hidden cases: {tally(hidden)} passed{format_tally(hidden)}")
+        lines += [_headline(case_label(result, number), result)
                   for number, result in enumerate(hidden, 1)]
     return "\n".join(lines)
 
 
-def _tally(results, form=False):
+def tally(results, form=False):
     """E.g. '1 of 2': the cases of ``results`` passed, format checks only if ``form``."""
     chosen = [r for r in results if bool(r.get("format")) is form]
     return f"{sum(r['passed'] for r in chosen)} of {len(chosen)}"
 
 
-def _format_tally(results):
-    return f" (format checks: {_tally(results, True)})" \
+def format_tally(results):
+    """E.g. ' (format checks: 1 of 1)', or '' when ``results`` hold no format check."""
+    return f" (format checks: {tally(results, True)})" \
         if any(r.get("format") for r in results) else ""
+
+
+def case_label(result, number):
+    """How every report names a case: 'hidden case 2', 'public format check 1', ..."""
+    return ("hidden" if result.get("hidden") else "public") + \
+        (" format check " if result.get("format") else " case ") + str(number)
 
 
 def format_case(number, result):
     """The report lines of one public case."""
-    lines = [_headline(f"case {number}", result)]
+    lines = [_headline(case_label(result, number).removeprefix("public "), result)]
     if not result["passed"]:
         source = result["source"].rstrip("\n").replace("\n", "\n      ... ")
         lines += [f"      >>> {source}", f"      expected: {result['expected']}",

@@ -88,7 +88,7 @@ def _run_group(run, package, cells, phases, budget, case_timeout, max_output):
     else:
         if stopped is not None:
             last = max(outputs, default=0)
-            notes.append(f"time limit of {budget.seconds:g} s reached in cell {last}; "
+            notes.append(f"time limit of {budget.seconds:g} s reached in code cell {last}; "
                          "later cells did not run")
         for phase in phases:
             ids = {case["id"] for case in phase}

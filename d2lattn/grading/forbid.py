@@ -18,14 +18,14 @@ def forbidden_uses(cells, forbid, only=None):
     imported from it (``d2lattn.masked_softmax``, ``d2l.attention.masked_softmax`` after
     ``import d2lattn as d2l``) and by ``getattr(..., "name")``. Cells that are not Python are
     skipped (they cannot run either). Returns messages like
-    ``"d2lattn.masked_softmax (cell 4, line 2)"``.
+    ``"d2lattn.masked_softmax (code cell 4, line 2)"``.
     """
     trees = [(number, tree) for number, tree in ((n, _parse(text)) for n, text in cells) if tree]
     uses = []
     for dotted in forbid:
         root, name = dotted.split(".")[0], dotted.split(".")[-1]
         aliases = {root}.union(*(_aliases(tree, root) for _, tree in trees))
-        uses += [f"{dotted} (cell {number}, line {line})" for number, tree in trees
+        uses += [f"{dotted} (code cell {number}, line {line})" for number, tree in trees
                  if only is None or number in only
                  for line in _lines_using(tree, aliases, root, name)]
     return uses

@@ -201,3 +201,11 @@ def is_grader_cell(cell):
     cell, read by :func:`d2lattn.grading.submissions.student_identity`): grading skips them."""
     return first_line(cell) == REGISTRATION or bool(CHECK.fullmatch(cell_source(cell).strip())) \
         or bool(STUDENT.match(cell_source(cell)))
+
+
+def runnable_cells(nb):
+    """``[(number, source, question or None)]``: the code cells a grader runs, numbered as
+    Jupyter numbers them in a run from the top (code cells only, grader cells counted)."""
+    code = [cell for cell in nb["cells"] if cell.get("cell_type") == "code"]
+    return [(number, cell_source(cell), question_of(cell)) for number, cell in enumerate(code, 1)
+            if not is_grader_cell(cell)]

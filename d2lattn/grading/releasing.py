@@ -143,10 +143,9 @@ def expected_values(nb, tests, unsafe=False):
     """
     from .batch import _first_ids
     from .execute import run_submission
-    from .notebook import is_grader_cell
+    from .notebook import runnable_cells
 
-    cells = [(number, cell_source(cell)) for number, cell in enumerate(nb["cells"], 1)
-             if cell.get("cell_type") == "code" and not is_grader_cell(cell)]
+    cells = [cell[:2] for cell in runnable_cells(nb)]
     firsts = _first_ids(tests)
     phase = [cases.request(case_id, test["name"], case["code"], wants=True)
              for test, first in zip(tests, firsts)
@@ -154,7 +153,7 @@ def expected_values(nb, tests, unsafe=False):
     with tempfile.TemporaryDirectory() as tmp:
         (outputs, records, notes), = run_submission(cells, [(Shadows(tmp)(()), [phase])],
                                                     **LIMITS, unsafe=unsafe)
-    errors = [f"cell {n}: {o['error']}" for n, o in outputs.items() if o["error"]] + notes
+    errors = [f"code cell {n}: {o['error']}" for n, o in outputs.items() if o["error"]] + notes
     failed = []
     for test, first in zip(tests, firsts):
         for case_id, case in enumerate(cases.cases_of(test, True), first):

@@ -50,7 +50,7 @@ def forbidden_note(question, forbid, env):
                            if isinstance(text, str) and text], forbid)
     if not uses:
         return ""
-    where = ", ".join(use.replace("(cell ", "(In [").replace(", line", "], line")
+    where = ", ".join(use.replace("(code cell ", "(In [").replace(", line", "], line")
                       for use in uses[:5])
     return "\n" + textwrap.fill(
         f"Note: this notebook uses {where}, which {question} forbids. When graded, "
