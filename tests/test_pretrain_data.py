@@ -504,8 +504,8 @@ def test_neighbour_probs_with_the_corpus_bigram_beats_the_unigram_on_held_out_te
 
 
 @pytest.mark.parametrize("args, kwargs, message", [
-    ((TABLE[:3], [0]), {}, r"bigram must be a square \(V, V\) table"),
-    ((-TABLE, [0]), {}, r"bigram must be a square \(V, V\) table"),
+    ((TABLE[:3], [0]), {}, r"bigram must be a square \(V, V\) table, got shape \(3, 4\)"),
+    ((-TABLE, [0]), {}, r"bigram must hold probabilities >= 0, got -1.0"),
     ((TABLE, [4]), {}, r"before must be a 1-D array of token ids in \[0, 4\), got \[4\]"),
     ((TABLE, [[0]]), {}, r"before must be a 1-D array .* of shape \(1, 1\)"),
     ((TABLE, [0.5]), {}, r"before must be a 1-D array of token ids"),

@@ -254,9 +254,10 @@ def neighbour_probs(bigram, before, after=None, unknown=(), exclude=()):
     each row is renormalised.
     """
     bigram = onp.asarray(bigram, dtype=float)
-    if bigram.ndim != 2 or bigram.shape[0] != bigram.shape[1] or (bigram < 0).any():
-        raise ValueError(f"bigram must be a square (V, V) table of probabilities, got shape "
-                         f"{bigram.shape}")
+    if bigram.ndim != 2 or bigram.shape[0] != bigram.shape[1]:
+        raise ValueError(f"bigram must be a square (V, V) table, got shape {bigram.shape}")
+    if not (bigram >= 0).all():
+        raise ValueError(f"bigram must hold probabilities >= 0, got {bigram.min()}")
     before, unknown, exclude = (_check_ids(name, ids, len(bigram)) for name, ids in
                                 (("before", before), ("unknown", unknown), ("exclude", exclude)))
     probs = bigram[before]
