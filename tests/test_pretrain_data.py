@@ -12,8 +12,9 @@ from d2lattn.data import pretrain
 from d2lattn.data.pretrain import (RESERVED_TOKENS, _get_mlm_data_from_tokens,
                                    _get_next_sentence, _get_nsp_data_from_paragraph,
                                    _pad_bert_inputs, _replace_mlm_tokens, tokenize,
-                                   load_data_bert, load_paragraphs, read_pydoc_paragraphs,
-                                   split_paragraphs, unigram_distribution, write_corpus_file)
+                                   load_data_bert, load_paragraphs, neighbour_probs,
+                                   read_pydoc_paragraphs, sentence_stream, split_paragraphs,
+                                   unigram_distribution, write_corpus_file)
 from d2lattn.text import Vocab
 
 UNK, PAD, MASK, CLS, SEP = range(5)  # indices of '<unk>' and RESERVED_TOKENS
@@ -444,3 +445,76 @@ def test_load_data_bert_rejects_bad_arguments(kwargs, message):
     with pytest.raises(ValueError, match=message):
         load_data_bert(**kwargs)
 
+
+
+def test_sentence_stream_puts_sep_around_every_sentence(bert_data, corpus):
+    _, vocab = bert_data
+    train, test = split_paragraphs(corpus)
+    for split, paragraphs in (("train", train), ("test", test)):
+        sentences = [s for p in paragraphs for s in p]
+        stream = sentence_stream(vocab, split)
+        assert stream.count(SEP) == len(sentences) + 1 and stream[0] == stream[-1] == SEP
+        assert len(stream) == sum(len(s) for s in sentences) + len(sentences) + 1
+        second = stream.index(SEP, 1)
+        assert stream[1:second] == vocab[sentences[0]]
+    assert UNK in sentence_stream(vocab, "test")  # held-out words outside the vocabulary
+    with pytest.raises(ValueError, match="split must be 'train' or 'test', got 'dev'"):
+        sentence_stream(vocab, "dev")
+    with pytest.raises(TypeError, match="vocab must be a Vocab"):
+        sentence_stream({"[SEP]": 4})
+
+
+# A bigram table over 4 tokens, each row the distribution of the next token.
+TABLE = onp.array([[0.1, 0.2, 0.3, 0.4],
+                   [0.5, 0.5, 0.0, 0.0],
+                   [0.25, 0.25, 0.25, 0.25],
+                   [0.0, 0.0, 0.0, 1.0]])
+
+
+def test_neighbour_probs_by_hand():
+    # left neighbour only: the rows of the table
+    onp.testing.assert_allclose(neighbour_probs(TABLE, [0, 3]), TABLE[[0, 3]])
+    # between 0 and 1: P(w | 0) P(1 | w) = 0.1 * 0.2, 0.2 * 0.5, 0.3 * 0.25, 0.4 * 0 = 0.02,
+    # 0.1, 0.075, 0; they sum to 0.195
+    onp.testing.assert_allclose(neighbour_probs(TABLE, [0], [1]),
+                                [[0.02 / 0.195, 0.1 / 0.195, 0.075 / 0.195, 0]])
+    # a right neighbour in unknown is left out; an excluded token gets 0, the rest renormalised
+    onp.testing.assert_allclose(neighbour_probs(TABLE, [0, 0], [1, 2], unknown=[2]),
+                                [[0.02 / 0.195, 0.1 / 0.195, 0.075 / 0.195, 0], TABLE[0]])
+    onp.testing.assert_allclose(neighbour_probs(TABLE, [0], exclude=[3]),
+                                [[1 / 6, 2 / 6, 3 / 6, 0]])
+
+
+def test_neighbour_probs_with_the_corpus_bigram_beats_the_unigram_on_held_out_text(bert_data):
+    """Between its two neighbours, a held-out word is likelier than the unigram says."""
+    from d2lattn.data.lm import ngram_probs
+    _, vocab = bert_data
+    bigram = ngram_probs(sentence_stream(vocab), len(vocab), 2)
+    test = onp.array(sentence_stream(vocab, "test"))
+    middle = onp.arange(1, len(test) - 1)[test[1:-1] != SEP]
+    reserved = list(range(1, 5))
+    both = neighbour_probs(bigram, test[middle - 1], test[middle + 1], exclude=reserved)
+    left = neighbour_probs(bigram, test[middle - 1], exclude=reserved)
+    unigram = unigram_distribution(vocab)[test[middle]]
+    rows = onp.arange(len(middle))
+    losses = [-onp.log(p).mean() for p in (unigram, left[rows, test[middle]],
+                                           both[rows, test[middle]])]
+    assert losses[0] > losses[1] > losses[2]
+    onp.testing.assert_allclose(both.sum(axis=1), 1)
+
+
+@pytest.mark.parametrize("args, kwargs, message", [
+    ((TABLE[:3], [0]), {}, r"bigram must be a square \(V, V\) table, got shape \(3, 4\)"),
+    ((-TABLE, [0]), {}, r"bigram must hold probabilities >= 0, got -1.0"),
+    ((TABLE, [4]), {}, r"before must be a 1-D array of token ids in \[0, 4\), got \[4\]"),
+    ((TABLE, [[0]]), {}, r"before must be a 1-D array .* of shape \(1, 1\)"),
+    ((TABLE, [0.5]), {}, r"before must be a 1-D array of token ids"),
+    ((TABLE, [0], [1, 2]), {}, r"after must have the shape of before \(1,\), got \(2,\)"),
+    ((TABLE, [0], [-1]), {}, r"after must be a 1-D array of token ids"),
+    ((TABLE, [0]), {"exclude": [9]}, r"exclude must be a 1-D array of token ids"),
+    ((TABLE, [0]), {"unknown": [9]}, r"unknown must be a 1-D array of token ids"),
+    ((TABLE, [3]), {"exclude": [3]}, r"no token is possible at positions \[0\]"),
+])
+def test_neighbour_probs_rejects_bad_arguments(args, kwargs, message):
+    with pytest.raises(ValueError, match=message):
+        neighbour_probs(*args, **kwargs)

@@ -221,6 +221,74 @@ def unigram_distribution(vocab):
     return counts / counts.sum()
 
 
+def _tokenized_splits():
+    """``{"train": paragraphs, "test": paragraphs}`` of the shipped corpus, each paragraph a
+    list of token lists."""
+    paragraphs = [[tokenize(sentence) for sentence in paragraph]
+                  for paragraph in load_paragraphs()]
+    return dict(zip(("train", "test"), split_paragraphs(paragraphs)))
+
+
+def sentence_stream(vocab, split="train"):
+    """The sentences of a split of :func:`load_data_bert`'s corpus as one list of token ids,
+    ``'[SEP]'`` before every sentence and after the last one, for counting token pairs: a pair
+    ``('[SEP]', w)`` is a sentence that starts with ``w``, ``(w, '[SEP]')`` one that ends with
+    ``w``. Words not in ``vocab`` become ``'<unk>'``."""
+    _check_vocab(vocab)
+    if split not in ("train", "test"):
+        raise ValueError(f"split must be 'train' or 'test', got {split!r}")
+    sep = vocab['[SEP]']
+    return [sep] + [i for paragraph in _tokenized_splits()[split] for sentence in paragraph
+                    for i in vocab[sentence] + [sep]]
+
+
+def neighbour_probs(bigram, before, after=None, unknown=(), exclude=()):
+    """Probabilities (n, V) of the hidden tokens at n positions from their neighbours alone,
+    by a bigram table ``bigram`` (V, V), row v the distribution P(w | v) of the token after v.
+
+    ``before`` (n,): the token ids left of the positions; P(w | v) = ``bigram[v, w]``.
+    ``after`` (n,), optional: the ids on the right, which a Markov chain of order 1 makes
+    P(w | v, x) = P(w | v) P(x | w) / sum over w' of P(w' | v) P(x | w'). A right neighbour
+    in ``unknown`` (such as '[MASK]') tells nothing and is left out. The ids in ``exclude``
+    (tokens that are never the answer, such as the reserved ones) get probability 0 and
+    each row is renormalised.
+    """
+    bigram = onp.asarray(bigram, dtype=float)
+    if bigram.ndim != 2 or bigram.shape[0] != bigram.shape[1]:
+        raise ValueError(f"bigram must be a square (V, V) table, got shape {bigram.shape}")
+    if not (bigram >= 0).all():
+        raise ValueError(f"bigram must hold probabilities >= 0, got {bigram.min()}")
+    before, unknown, exclude = (_check_ids(name, ids, len(bigram)) for name, ids in
+                                (("before", before), ("unknown", unknown), ("exclude", exclude)))
+    probs = bigram[before]
+    if after is not None:
+        after = _check_ids("after", after, len(bigram))
+        if after.shape != before.shape:
+            raise ValueError(f"after must have the shape of before {before.shape}, got "
+                             f"{after.shape}")
+        likelihood = bigram[:, after].T  # row i: P(after[i] | w) for every w
+        probs = probs * onp.where(onp.isin(after, unknown)[:, None], 1.0, likelihood)
+    probs[:, exclude] = 0
+    total = probs.sum(axis=1, keepdims=True)
+    if (total == 0).any():
+        raise ValueError(f"no token is possible at positions "
+                         f"{onp.flatnonzero(total == 0)[:5].tolist()}: every token left has "
+                         "probability 0 between these neighbours")
+    return probs / total
+
+
+def _check_ids(name, ids, size):
+    """``ids`` as a 1-D int64 NumPy array of ids in [0, size)."""
+    ids = onp.asarray(ids)
+    if ids.size == 0:
+        return onp.zeros(0, dtype=onp.int64)
+    if ids.ndim != 1 or not onp.issubdtype(ids.dtype, onp.integer) or ids.min() < 0 \
+            or ids.max() >= size:
+        raise ValueError(f"{name} must be a 1-D array of token ids in [0, {size}), got "
+                         f"{ids.ravel()[:5].tolist()} of shape {ids.shape}")
+    return ids.astype(onp.int64)
+
+
 def load_data_bert(batch_size, max_len=64, min_freq=3, seed=0, split="train", dupe_factor=1):
     """BERT pretraining minibatches from the Python reference's prose: ``(data_iter, vocab)``.
 
@@ -243,9 +311,7 @@ def load_data_bert(batch_size, max_len=64, min_freq=3, seed=0, split="train", du
     dupe_factor = check_int("dupe_factor", dupe_factor, minimum=1)
     if split not in ("train", "test"):
         raise ValueError(f"split must be 'train' or 'test', got {split!r}")
-    paragraphs = [[tokenize(sentence) for sentence in paragraph]
-                  for paragraph in load_paragraphs()]
-    splits = dict(zip(("train", "test"), split_paragraphs(paragraphs)))
+    splits = _tokenized_splits()
     vocab = Vocab([sentence for paragraph in splits["train"] for sentence in paragraph],
                   min_freq, RESERVED_TOKENS)
     if len(vocab) == 1 + len(RESERVED_TOKENS):
