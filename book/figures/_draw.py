@@ -54,10 +54,10 @@ def arrow(ax, points, color, lw):
                                  color=color, linewidth=lw, shrinkA=0, shrinkB=0))
 
 
-def save(fig, script, text_as_paths=True):
+def save(fig, script):
     """Write ``fig`` to ``script``'s name with .svg: no date and fixed ids, so a rerun gives
-    the same bytes; text as glyph paths (the same in every browser) or as SVG text."""
-    svg = {"svg.fonttype": "path" if text_as_paths else "none", "svg.hashsalt": "d2lattn"}
+    the same bytes; text stays SVG text (selectable and found by the browser's search)."""
+    svg = {"svg.fonttype": "none", "svg.hashsalt": "d2lattn"}
     with plt.rc_context(svg):
         fig.savefig(Path(script).with_suffix(".svg"), metadata={"Date": None})
     plt.close(fig)

@@ -88,8 +88,8 @@ def main():
                weight="bold")
     _draw.text(ax, 290, 66, r"query $x$,  keys $x_i$,  values $y_i$,  bandwidth $h$",
                ha="left", fontsize=FONT)
-    _draw.text(ax, 24, 42, r"score $a(x, x_i) = \log K\left(\frac{x - x_i}{h}\right)$;  "
-               r"for the Gaussian kernel $a(x, x_i) = -\frac{(x - x_i)^2}{2h^2}$",
+    _draw.text(ax, 24, 42, r"score $a(x, x_i) = \log K((x - x_i) / h)$;  "
+               r"for the Gaussian kernel $a(x, x_i) = -(x - x_i)^2 / (2h^2)$",
                ha="left", fontsize=FONT)
     _draw.text(ax, 24, 18, r"where $K = 0$ (a compact kernel), the score is $-\infty$ "
                r"and the weight exactly 0: the key is masked", ha="left", fontsize=FONT)
