@@ -79,7 +79,8 @@ def main():
     _draw.text(ax, sum_x, sum_y, r"$\Sigma$", fontsize=FONT + 3)
     box(ax, 705, sum_y, 70, 44, "output", r"$f(\mathbf{q})$", size=FONT + 2)
     arrow(ax, (sum_x + 21, sum_y), (670, sum_y))
-    _draw.text(ax, 705, sum_y - 45, r"$= \sum_{i=1}^{n} \alpha_i \mathbf{v}_i$", fontsize=FONT)
+    # \Sigma, not \sum: a browser draws the text-size glyph, far from \sum's limits
+    _draw.text(ax, 705, sum_y - 45, r"$= \Sigma_{i=1}^{n}\, \alpha_i \mathbf{v}_i$", fontsize=FONT)
     _draw.text(ax, 470, ROWS[-1][0] - 38, r"$\alpha_i \geq 0$, summing to 1", fontsize=FONT - 1)
 
     # How Nadaraya-Watson regression fills in the roles.
