@@ -11,7 +11,10 @@ matplotlib.use("svg")
 import matplotlib.pyplot as plt  # noqa: E402
 from matplotlib.patches import FancyArrowPatch, FancyBboxPatch, Rectangle  # noqa: E402
 
-plt.rcParams["font.family"] = "DejaVu Sans"
+# DejaVu Sans first; as SVG text, the rest of the list and sans-serif are the fallbacks of a
+# reader whose system lacks it.
+plt.rcParams["font.family"] = "sans-serif"
+plt.rcParams["font.sans-serif"] = ["DejaVu Sans", "Verdana", "Arial", "Helvetica"]
 INK = "#222222"  # near-black for text and lines
 
 
