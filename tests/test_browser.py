@@ -260,6 +260,17 @@ def test_install_cell_and_nbval_markers_are_hidden(visits):
         assert "On Colab only: install" not in text, f"{path.name}: the install cell shows"
 
 
+# Helpers that only format an output: their code is folded away in the HTML (the hide-input
+# tag), so that the chapter reads as the lesson; their output shows.
+FORMATTING_HELPERS = {"03_bahdanau_attention": "def marked(", "06_transformer": "def print_aligned("}
+
+
+def test_formatting_helpers_are_folded_away(visits):
+    shown = {name: definition for name, definition in FORMATTING_HELPERS.items()
+             if definition in visits[f"book/{name}.html"]["text"]}
+    assert not shown, f"formatting helpers shown in the lesson: {shown}"
+
+
 def test_figures_are_shown_large_enough_to_read(visits):
     """Every figure is at least MIN_FIGURE_WIDTH px wide on the page; a plot is not shrunk to
     less than MIN_PLOT_SCALE of its size, so its 10 pt labels (13.9 px at the notebooks'
