@@ -2,19 +2,30 @@
 import matplotlib.pyplot as plt
 import numpy as onp
 
+from ._checks import check_bool
+
 
 def _to_numpy(x):
     return x.asnumpy() if hasattr(x, "asnumpy") else onp.asarray(x)
 
 
-def show_heatmaps(matrices, xlabel, ylabel, titles=None, figsize=(2.5, 2.5), cmap="Reds",
-                  xticklabels=None, yticklabels=None):
-    """Draw a grid of attention-weight heatmaps with one shared colour scale and colorbar.
+WEIGHTS_CMAP = "Reds"  # attention weights, 0 to 1: sequential
+SIGNED_CMAP = "RdBu_r"  # signed values: diverging, white at 0
+WEIGHTS_SLACK = 1e-5  # float32 rounding: a softmax row may reach 1.0000001
+
+
+def show_heatmaps(matrices, xlabel, ylabel, titles=None, figsize=(2.5, 2.5), cmap=None,
+                  xticklabels=None, yticklabels=None, signed=False):
+    """Draw a grid of heatmaps with one shared colour scale and colorbar.
 
     matrices: (rows, cols, queries, keys), e.g. (1, heads, queries, keys); ``figsize`` is the
     size of one panel. ``titles`` has one entry per column; ``xticklabels`` (keys) and
-    ``yticklabels`` (queries) label the axes with tokens instead of positions. The colour
-    scale spans the finite values; NaN and infinite cells are left blank.
+    ``yticklabels`` (queries) label the axes with tokens instead of positions.
+    By default the matrices are attention weights: drawn in ``WEIGHTS_CMAP`` on the fixed scale
+    0 to 1, so that every heatmap of weights compares with every other one, also across calls;
+    a value outside [0, 1] is an error. ``signed=True`` draws values of either sign in the
+    diverging ``SIGNED_CMAP``, centred at 0 and spanning the largest magnitude. ``cmap``
+    replaces the colour map. NaN and infinite cells are left blank.
     Returns None, so that a notebook cell ending with the call shows only the figure
     (get it with ``plt.gcf()``).
     """
@@ -27,15 +38,15 @@ def show_heatmaps(matrices, xlabel, ylabel, titles=None, figsize=(2.5, 2.5), cma
     _check_len("titles", titles, cols)
     _check_len("xticklabels", xticklabels, n_k)
     _check_len("yticklabels", yticklabels, n_q)
+    vmin, vmax = colour_scale(mats, check_bool("signed", signed))
     fig, axes = plt.subplots(rows, cols, figsize=(figsize[0] * cols, figsize[1] * rows),
                              sharex=True, sharey=True, squeeze=False)
-    finite = mats[onp.isfinite(mats)]  # one NaN would make min() and max() NaN
-    vmin, vmax = (float(finite.min()), float(finite.max())) if finite.size else (0.0, 1.0)
     for i in range(rows):
         for j in range(cols):
             ax = axes[i, j]
             image = ax.imshow(onp.where(onp.isfinite(mats[i, j]), mats[i, j], onp.nan),
-                              cmap=cmap, vmin=vmin, vmax=vmax)
+                              cmap=cmap or (SIGNED_CMAP if signed else WEIGHTS_CMAP),
+                              vmin=vmin, vmax=vmax)
             if i == rows - 1:
                 ax.set_xlabel(xlabel)
             if j == 0:
@@ -47,6 +58,20 @@ def show_heatmaps(matrices, xlabel, ylabel, titles=None, figsize=(2.5, 2.5), cma
             if yticklabels is not None:
                 ax.set_yticks(range(n_q), yticklabels)
     fig.colorbar(image, ax=axes, shrink=0.6)
+
+
+def colour_scale(matrices, signed=False):
+    """The (vmin, vmax) of ``show_heatmaps``: (0, 1) for attention weights, which must lie
+    in [0, 1]; for ``signed`` values (-m, m) with m the largest finite magnitude (1 if none)."""
+    finite = onp.asarray(matrices)[onp.isfinite(matrices)]  # NaN would make min() NaN
+    if signed:
+        m = float(onp.abs(finite).max()) if finite.size else 0.0
+        return (-m, m) if m > 0 else (-1.0, 1.0)
+    if finite.size and (finite.min() < -WEIGHTS_SLACK or finite.max() > 1 + WEIGHTS_SLACK):
+        raise ValueError(f"matrices must be attention weights in [0, 1], got values from "
+                         f"{finite.min():.3g} to {finite.max():.3g}: pass signed=True for "
+                         "values of either sign")
+    return 0.0, 1.0
 
 
 def _check_len(name, labels, n):

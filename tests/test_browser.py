@@ -9,7 +9,7 @@ import shutil
 import threading
 from contextlib import contextmanager
 from pathlib import Path
-from urllib.parse import urlsplit
+from urllib.parse import urljoin, urlsplit
 
 import pytest
 
@@ -21,6 +21,8 @@ from test_book import CHAPTERS, COLAB_BLOB, ROOT, toc_files  # noqa: E402
 SEARCH = "search.html?q=attention"
 MIN_FIGURE_WIDTH = 300  # px on a 1280 px window
 MIN_PLOT_SCALE = 0.9  # shown width / natural width of a PNG plot
+MIN_TEXT_PX = 12  # the text of an SVG figure, at the size the page shows it
+MIN_SCRIPT_PX = 0.7 * MIN_TEXT_PX  # its sub- and superscripts, 70% of the text as in TeX
 SCREENSHOTS = ROOT / "_build" / "screenshots"
 
 # Run in each page once it has loaded: waits for MathJax, then reports what a reader would see.
@@ -49,6 +51,25 @@ PAGE_FACTS = """async () => {
       .filter(m => m.scrollWidth > m.clientWidth + 1).map(m => m.textContent.slice(0, 60)),
     launch: Array.from(document.querySelectorAll('.dropdown-launch-buttons a'), a => a.href),
   };
+}"""
+# Run in an SVG figure opened on its own, given the width it is shown at in the chapter: the
+# figure is scaled to that width, and every piece of text reports its font size in screen px
+# and whether it is a script (a sub- or superscript: smaller than the rest of its <text>).
+SVG_TEXT_SIZES = """shown => {
+  const svg = document.documentElement, box = svg.viewBox.baseVal;
+  const width = box?.width || svg.width.baseVal.value;
+  const height = box?.height || svg.height.baseVal.value;
+  svg.setAttribute('width', shown);
+  svg.setAttribute('height', shown * height / width);
+  const own = e => Array.from(e.childNodes).some(n => n.nodeType === 3 && n.data.trim());
+  const px = e => parseFloat(getComputedStyle(e).fontSize) *
+    Math.hypot(e.getScreenCTM().a, e.getScreenCTM().b);
+  return Array.from(svg.querySelectorAll('text')).flatMap(text => {
+    const pieces = [text, ...text.querySelectorAll('tspan')].filter(own);
+    const base = Math.max(...pieces.map(px));
+    return pieces.map(e => ({text: e.textContent.trim().slice(0, 40), px: px(e),
+                             script: px(e) < base - 0.01}));
+  });
 }"""
 SEARCH_DONE = "() => document.querySelector('#search-results h2')?.textContent === 'Search Results'"
 SEARCH_HITS = "els => els.map(a => a.getAttribute('href'))"
@@ -127,11 +148,24 @@ def visit_page(context, base, name, screenshots):
     visit = {"errors": [], "external": []}
     with open_page(context, base + name, visit) as page:
         visit.update(page.evaluate(PAGE_FACTS))
+        visit["svg_text"] = {image["src"]: svg_text(context, urljoin(page.url, image["src"]),
+                                                    image["shown"])
+                             for image in visit["images"] if image["src"].endswith(".svg")}
         visit["screenshot"] = screenshot(page, screenshots, name)
         if visit["launch"]:  # the reader clicks the rocket and sees the Colab entry
             page.click(".dropdown-launch-buttons button")
             visit["launch_visible"] = page.is_visible(".dropdown-launch-buttons a")
     return visit
+
+
+def svg_text(context, url, shown):
+    """The text of the SVG figure at `url` shown `shown` px wide: (text, px, script) each."""
+    page = context.new_page()
+    try:
+        page.goto(url)
+        return page.evaluate(SVG_TEXT_SIZES, shown)
+    finally:
+        page.close()
 
 
 def visit_search(context, base, screenshots):
@@ -226,10 +260,23 @@ def test_install_cell_and_nbval_markers_are_hidden(visits):
         assert "On Colab only: install" not in text, f"{path.name}: the install cell shows"
 
 
+# Helpers that only format an output: their code is folded away in the HTML (the hide-input
+# tag), so that the chapter reads as the lesson; their output shows.
+FORMATTING_HELPERS = {"03_bahdanau_attention": "def marked(", "06_transformer": "def print_aligned("}
+
+
+def test_formatting_helpers_are_folded_away(visits):
+    shown = {name: definition for name, definition in FORMATTING_HELPERS.items()
+             if definition in visits[f"book/{name}.html"]["text"]}
+    assert not shown, f"formatting helpers shown in the lesson: {shown}"
+
+
 def test_figures_are_shown_large_enough_to_read(visits):
     """Every figure is at least MIN_FIGURE_WIDTH px wide on the page; a plot is not shrunk to
-    less than MIN_PLOT_SCALE of its size, so its 10 pt labels stay >= 9 pt (rendered 1:1 at the
-    notebooks' 100 dpi)."""
+    less than MIN_PLOT_SCALE of its size, so its 10 pt labels (13.9 px at the notebooks'
+    100 dpi) stay >= MIN_TEXT_PX. (Text drawn in a plot cannot be measured in the page: a plot
+    that sets a smaller font is not caught.)"""
+    assert MIN_PLOT_SCALE * 10 * 100 / 72 >= MIN_TEXT_PX
     small = {}
     for path in CHAPTERS:
         for image in visits[chapter_page(path)]["images"]:
@@ -241,6 +288,23 @@ def test_figures_are_shown_large_enough_to_read(visits):
                 small.setdefault(path.name, []).append(
                     (image["src"], image["natural"], round(image["shown"])))
     assert not small, f"figures too small to read (src, natural px, shown px): {small}"
+
+
+def test_figure_text_is_text_and_large_enough_to_read(visits):
+    """Every SVG figure keeps its text as SVG text (not glyph outlines: selectable, found by
+    the browser's search) at >= MIN_TEXT_PX px as shown on the page, its sub- and superscripts
+    at >= MIN_SCRIPT_PX."""
+    outlined, small = [], {}
+    for name, visit in visits.items():
+        for src, texts in visit.get("svg_text", {}).items():
+            if not texts:
+                outlined.append(src)
+            for text in texts:
+                if round(text["px"], 1) < (MIN_SCRIPT_PX if text["script"] else MIN_TEXT_PX):
+                    small.setdefault(src, set()).add((text["text"], round(text["px"], 1)))
+    assert sum(len(visit.get("svg_text", {})) for visit in visits.values()) >= len(CHAPTERS)
+    assert not outlined, f"figures without SVG text (drawn as outlines?): {outlined}"
+    assert not small, f"figure text smaller than {MIN_TEXT_PX} px (text, px): {small}"
 
 
 def test_launch_button_opens_the_chapter_on_colab(visits):

@@ -7,14 +7,17 @@ import numpy as onp
 import pytest
 
 from d2lattn import Animator, plot, show_heatmaps
+from d2lattn.plotting import SIGNED_CMAP, WEIGHTS_CMAP, colour_scale
 
 KEYS, QUERIES, TITLES = list("vwxyz"), list("ABCD"), ["head 1", "head 2", "head 3"]
 
 
 def heatmap_data():
-    """(2, 3, 4, 5) weights whose panels have different ranges: global min -1, max 7.5."""
-    mats = onp.random.default_rng(0).uniform(0, 1, (2, 3, 4, 5))
-    mats[0, 1, 2, 3], mats[1, 2, 0, 0] = -1.0, 7.5
+    """(2, 3, 4, 5) weights whose panels have different ranges: panel (0, 1) peaks at 0.23,
+    panel (1, 2) at 0.6, none reaches 0 or 1."""
+    mats = onp.random.default_rng(0).uniform(0.05, 0.9, (2, 3, 4, 5))
+    mats[0, 1] *= 0.23 / mats[0, 1].max()
+    mats[1, 2] *= 0.6 / mats[1, 2].max()
     return mats
 
 
@@ -44,14 +47,63 @@ def test_show_heatmaps_grid_and_one_colorbar():
     assert len(colorbars) == 1 and colorbars[0].ax is fig.axes[-1]
 
 
-def test_show_heatmaps_images_share_the_global_colour_scale():
+def test_show_heatmaps_draws_weights_on_the_fixed_scale_0_to_1():
+    """A panel peaking at 0.23 must look weaker than one at 0.6, in one call or in two."""
     mats = heatmap_data()
-    axes = heatmaps(mats, "keys", "queries")
-    for (i, j), ax in onp.ndenumerate(axes):
+    for grid in (mats, mats[:1, 1:2], mats[1:, 2:]):
+        axes = heatmaps(grid, "keys", "queries")
+        for (i, j), ax in onp.ndenumerate(axes):
+            (image,) = ax.images
+            onp.testing.assert_array_equal(image.get_array(), grid[i, j])
+            assert image.get_clim() == (0.0, 1.0)
+            assert image.get_cmap().name == WEIGHTS_CMAP
+        plt.close("all")
+
+
+def test_show_heatmaps_tolerates_float32_rounding_of_weights():
+    ones = onp.ones((1, 1, 2, 2), dtype="float32") + onp.float32(1e-7)
+    assert heatmaps(ones, "k", "q")[0, 0].images[0].get_clim() == (0.0, 1.0)
+
+
+@pytest.mark.parametrize("value", [-0.02, 1.5])
+def test_show_heatmaps_rejects_weights_outside_0_1(value):
+    mats = heatmap_data()
+    mats[1, 0, 2, 3] = value
+    with pytest.raises(ValueError, match="matrices must be attention weights in \\[0, 1\\]"
+                                         ".*signed=True"):
+        show_heatmaps(mats, "k", "q")
+    assert plt.get_fignums() == []
+
+
+def test_show_heatmaps_signed_is_diverging_and_centred_at_zero():
+    mats = heatmap_data() - 0.3
+    mats[0, 2, 1, 1] = -2.5  # the largest magnitude is negative
+    axes = heatmaps(mats, "k", "q", signed=True)
+    for ax in axes.flat:
         (image,) = ax.images
-        onp.testing.assert_array_equal(image.get_array(), mats[i, j])
-        assert image.get_clim() == (-1.0, 7.5)
-        assert image.get_cmap().name == "Reds"
+        assert image.get_clim() == (-2.5, 2.5)
+        assert image.get_cmap().name == SIGNED_CMAP
+    assert colour_scale(onp.zeros((1, 1, 2, 2)), signed=True) == (-1.0, 1.0)  # all zero
+
+
+def test_show_heatmaps_leaves_non_finite_cells_blank():
+    mats = heatmap_data()
+    mats[0, 0, 0, 0], mats[1, 1, 1, 1] = onp.nan, onp.inf
+    axes = heatmaps(mats, "k", "q")
+    assert onp.ma.is_masked(axes[0, 0].images[0].get_array()[0, 0])  # drawn blank
+    assert onp.ma.is_masked(axes[1, 1].images[0].get_array()[1, 1])
+    assert colour_scale(onp.full((1, 1, 2, 2), onp.nan), signed=True) == (-1.0, 1.0)
+
+
+def test_show_heatmaps_cmap_replaces_the_colour_map_not_the_scale():
+    axes = heatmaps(heatmap_data(), "k", "q", cmap="Blues")
+    assert axes[0, 0].images[0].get_cmap().name == "Blues"
+    assert axes[0, 0].images[0].get_clim() == (0.0, 1.0)
+
+
+def test_show_heatmaps_rejects_a_signed_that_is_not_a_bool():
+    with pytest.raises(TypeError, match="signed must be a bool, got 'yes'"):
+        show_heatmaps(heatmap_data(), "k", "q", signed="yes")
 
 
 def test_show_heatmaps_labels_titles_and_tokens():

@@ -11,7 +11,10 @@ matplotlib.use("svg")
 import matplotlib.pyplot as plt  # noqa: E402
 from matplotlib.patches import FancyArrowPatch, FancyBboxPatch, Rectangle  # noqa: E402
 
-plt.rcParams["font.family"] = "DejaVu Sans"
+# DejaVu Sans first; as SVG text, the rest of the list and sans-serif are the fallbacks of a
+# reader whose system lacks it.
+plt.rcParams["font.family"] = "sans-serif"
+plt.rcParams["font.sans-serif"] = ["DejaVu Sans", "Verdana", "Arial", "Helvetica"]
 INK = "#222222"  # near-black for text and lines
 
 
@@ -54,10 +57,10 @@ def arrow(ax, points, color, lw):
                                  color=color, linewidth=lw, shrinkA=0, shrinkB=0))
 
 
-def save(fig, script, text_as_paths=True):
+def save(fig, script):
     """Write ``fig`` to ``script``'s name with .svg: no date and fixed ids, so a rerun gives
-    the same bytes; text as glyph paths (the same in every browser) or as SVG text."""
-    svg = {"svg.fonttype": "path" if text_as_paths else "none", "svg.hashsalt": "d2lattn"}
+    the same bytes; text stays SVG text (selectable and found by the browser's search)."""
+    svg = {"svg.fonttype": "none", "svg.hashsalt": "d2lattn"}
     with plt.rc_context(svg):
         fig.savefig(Path(script).with_suffix(".svg"), metadata={"Date": None})
     plt.close(fig)

@@ -41,7 +41,7 @@ def column(ax, x, title, formula, pre_norm):
         arrow(ax, [(cx, add_y + 14), (cx, 420 - 34)])
         box(ax, cx - w / 2, 420 - 34, w, 30, "output (batch, steps, d)", EMBED)
         label(ax, cx + 10, add_y + 60, "the residual path is\nnever normalised;\n"
-              "one LayerNorm (norm)\nends the stack", size=9, style="italic")
+              "one LayerNorm (norm)\nends the stack", size=9.5, style="italic")
     else:
         arrow(ax, [(cx, add_y + 14), (cx, add_y + 34)])
         box(ax, cx - w / 2, add_y + 34, w, 34, "LayerNorm  ln", NORM)
@@ -53,7 +53,7 @@ def main():
     fig, ax = _draw.canvas(760, 490)
     column(ax, 80, "post-norm (pre_norm=False)", "LN(X + dropout(f(X)))", pre_norm=False)
     column(ax, 440, "pre-norm (pre_norm=True)", "X + dropout(f(LN(X)))", pre_norm=True)
-    _draw.save(fig, __file__, text_as_paths=False)
+    _draw.save(fig, __file__)
 
 
 if __name__ == "__main__":

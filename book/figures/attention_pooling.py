@@ -79,7 +79,8 @@ def main():
     _draw.text(ax, sum_x, sum_y, r"$\Sigma$", fontsize=FONT + 3)
     box(ax, 705, sum_y, 70, 44, "output", r"$f(\mathbf{q})$", size=FONT + 2)
     arrow(ax, (sum_x + 21, sum_y), (670, sum_y))
-    _draw.text(ax, 705, sum_y - 45, r"$= \sum_{i=1}^{n} \alpha_i \mathbf{v}_i$", fontsize=FONT)
+    # \Sigma, not \sum: a browser draws the text-size glyph, far from \sum's limits
+    _draw.text(ax, 705, sum_y - 45, r"$= \Sigma_{i=1}^{n}\, \alpha_i \mathbf{v}_i$", fontsize=FONT)
     _draw.text(ax, 470, ROWS[-1][0] - 38, r"$\alpha_i \geq 0$, summing to 1", fontsize=FONT - 1)
 
     # How Nadaraya-Watson regression fills in the roles.
@@ -88,8 +89,8 @@ def main():
                weight="bold")
     _draw.text(ax, 290, 66, r"query $x$,  keys $x_i$,  values $y_i$,  bandwidth $h$",
                ha="left", fontsize=FONT)
-    _draw.text(ax, 24, 42, r"score $a(x, x_i) = \log K\left(\frac{x - x_i}{h}\right)$;  "
-               r"for the Gaussian kernel $a(x, x_i) = -\frac{(x - x_i)^2}{2h^2}$",
+    _draw.text(ax, 24, 42, r"score $a(x, x_i) = \log K((x - x_i) / h)$;  "
+               r"for the Gaussian kernel $a(x, x_i) = -(x - x_i)^2 / (2h^2)$",
                ha="left", fontsize=FONT)
     _draw.text(ax, 24, 18, r"where $K = 0$ (a compact kernel), the score is $-\infty$ "
                r"and the weight exactly 0: the key is masked", ha="left", fontsize=FONT)

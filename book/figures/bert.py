@@ -117,4 +117,4 @@ def draw():
 
 
 if __name__ == "__main__":
-    _draw.save(draw(), __file__, text_as_paths=False)
+    _draw.save(draw(), __file__)

@@ -100,7 +100,8 @@ for cx, name, layer, width in [(130, "queries", "W_q", "d_q"), (375, "keys", "W_
 box(40, 426, W - 80, 114, "", face="#fbfbfb")
 text(W / 2, 446, "DotProductAttention: one batched product for all 6 (sequence, head) pairs",
      weight="bold")
-text(W / 2, 473, r"head $i$:  softmax$(Q_i K_i^\top / \sqrt{p})\, V_i$", size=FONT + 1)
+# √ as a character: mathtext's \sqrt draws its sign from glyph sizes a browser lacks.
+text(W / 2, 473, r"head $i$:  softmax($Q_i K_i^\top$ / √$p$) $V_i$", size=FONT + 1)
 text(W / 2, 498, r"$p$ = num_hiddens / num_heads = 2, the per-head key width", size=FONT)
 text(W / 2, 522, "valid_lens repeated per head: [3, 2] -> [3, 3, 3, 2, 2, 2]", **MONO)
 

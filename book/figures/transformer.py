@@ -49,7 +49,7 @@ def attention(ax, x, y, w, name, site, mask, colours, side, kv_from_left=False):
     xs = [x + w / 2] if kv_from_left else [x + w * (i + 1) / 4 for i in range(3)]
     for xi, qkv in zip(xs, "QKV"):
         arrow(ax, [(xi, y - 18), (xi, y)])
-        label(ax, xi + 5, y - 9, qkv, size=9)
+        label(ax, xi + 5, y - 9, qkv, size=9.5)
     line(ax, [(min(xs[0], side), y - 18), (max(xs[-1], side), y - 18)])
 
 
@@ -67,7 +67,7 @@ def inputs(ax, x, w, tokens, shape):
     box(ax, x, 62, w, 30, "Embedding(V, d) × √d")
     arrow(ax, [(cx, 92), (cx, 110)])
     box(ax, x, 110, w, 30, "+ PositionalEncoding, then dropout")
-    label(ax, cx + 6, 158, shape, size=9, style="italic")
+    label(ax, cx + 6, 158, shape, size=9.5, style="italic")
     line(ax, [(cx, 140), (cx, 204)])
     return cx
 
@@ -93,9 +93,9 @@ def encoder(ax):
     kx, route_x = ex + ew - 30, 362
     line(ax, [(kx, 474), (kx, 540), (route_x, 540), (route_x, 429)], color=CROSS[1], lw=1.8)
     arrow(ax, [(route_x, 429), (420, 429)], color=CROSS[1], lw=1.8)
-    label(ax, route_x + 4, 441, "K, V", size=9, color=CROSS[1], weight="bold")
+    label(ax, route_x + 4, 441, "K, V", size=9.5, color=CROSS[1], weight="bold")
     label(ax, ex - 20, 562, "enc_outputs (batch, T, d),\nthe last encoder block's output",
-          size=9, style="italic")
+          size=9.5, style="italic")
 
 
 def decoder(ax):
@@ -125,7 +125,7 @@ def decoder(ax):
     # output layer, entered off-centre so that the frame's label stays clear
     ox = dx + dw - 40
     arrow(ax, [(ox, 650), (ox, 730)])
-    label(ax, ox + 6, 710, "(batch, T′, d)", size=9, style="italic")
+    label(ax, ox + 6, 710, "(batch, T′, d)", size=9.5, style="italic")
     box(ax, dx, 730, dw, 56, "Dense(V)  dense\nshares the embedding's weight\n"
         "if tie_weights=True", EMBED)
     arrow(ax, [(dcx, 786), (dcx, 806)])
@@ -151,7 +151,7 @@ def main():
     encoder(ax)
     decoder(ax)
     legend(ax)
-    _draw.save(fig, __file__, text_as_paths=False)
+    _draw.save(fig, __file__)
 
 
 if __name__ == "__main__":
