@@ -226,12 +226,6 @@ def test_a_stale_number_in_the_prose_is_found():
 # at 0: tests/test_plot.py); any other colour map uses the package's map with a fixed scale.
 COLOUR_MAPS = {"imshow", "matshow", "pcolor", "pcolormesh"}
 PACKAGE_CMAPS = {"WEIGHTS_CMAP", "SIGNED_CMAP"}
-# Chapters whose stored outputs still predate the rule; strict, so that the mark must go when
-# the chapter is fixed and re-executed.
-OWN_COLOUR_SCALES = {
-    "07_bert.ipynb": "cmap='Blues' and an imshow of its own (another worktree edits it)",
-    "09_gpt.ipynb": "cmap='Blues' for the two masks of its first plot (not re-executed yet)",
-}
 
 
 def own_colour_scales(source):
@@ -251,9 +245,7 @@ def own_colour_scales(source):
     return found
 
 
-@pytest.mark.parametrize("path", [
-    pytest.param(path, marks=pytest.mark.xfail(reason=OWN_COLOUR_SCALES[path.name], strict=True))
-    if path.name in OWN_COLOUR_SCALES else path for path in CHAPTERS], ids=lambda p: p.name)
+@pytest.mark.parametrize("path", CHAPTERS, ids=lambda p: p.name)
 def test_colour_maps_follow_the_kind_of_quantity(path):
     """One colour map per kind of quantity and one scale for panels meant to be compared:
     no chapter picks a colour map or lets a heatmap scale itself."""
