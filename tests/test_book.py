@@ -150,9 +150,9 @@ def output_numbers(nb):
 NUMBER = re.compile(r"(?<![\w.])[-+]?\d+\.\d+(?:e[-+]?\d+)?(?![\w.])")
 # Decimal numbers the prose takes from papers or settings, not from the chapter's outputs.
 QUOTED = {
-    # Vaswani et al. 2017: BLEU of the base and big models, 3.5 days of training; an exercise's
-    # label-smoothing rate.
-    "06_transformer.ipynb": {"27.3", "38.1", "28.4", "41.8", "3.5", "0.2"},
+    # Vaswani et al. 2017: BLEU of the base and big models, 3.5 days of training, Adam's beta2;
+    # an exercise's label-smoothing rate.
+    "06_transformer.ipynb": {"27.3", "38.1", "28.4", "41.8", "3.5", "0.98", "0.2"},
     # the Python version the corpus was extracted from; d2l's section numbers; the 3.3 billion
     # words BERT was pretrained on (Devlin et al. 2019)
     "07_bert.ipynb": {"3.11", "15.8", "15.10", "3.3"},
