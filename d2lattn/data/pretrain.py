@@ -221,6 +221,11 @@ def unigram_distribution(vocab):
     return counts / counts.sum()
 
 
+def _check_split(split):
+    if split not in ("train", "test"):
+        raise ValueError(f"split must be 'train' or 'test', got {split!r}")
+
+
 def _tokenized_splits():
     """``{"train": paragraphs, "test": paragraphs}`` of the shipped corpus, each paragraph a
     list of token lists."""
@@ -235,8 +240,7 @@ def sentence_stream(vocab, split="train"):
     ``('[SEP]', w)`` is a sentence that starts with ``w``, ``(w, '[SEP]')`` one that ends with
     ``w``. Words not in ``vocab`` become ``'<unk>'``."""
     _check_vocab(vocab)
-    if split not in ("train", "test"):
-        raise ValueError(f"split must be 'train' or 'test', got {split!r}")
+    _check_split(split)
     sep = vocab['[SEP]']
     return [sep] + [i for paragraph in _tokenized_splits()[split] for sentence in paragraph
                     for i in vocab[sentence] + [sep]]
@@ -309,8 +313,7 @@ def load_data_bert(batch_size, max_len=64, min_freq=3, seed=0, split="train", du
     min_freq = check_int("min_freq", min_freq)
     rng = random.Random(check_int("seed", seed))
     dupe_factor = check_int("dupe_factor", dupe_factor, minimum=1)
-    if split not in ("train", "test"):
-        raise ValueError(f"split must be 'train' or 'test', got {split!r}")
+    _check_split(split)
     splits = _tokenized_splits()
     vocab = Vocab([sentence for paragraph in splits["train"] for sentence in paragraph],
                   min_freq, RESERVED_TOKENS)
