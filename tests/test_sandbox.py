@@ -36,13 +36,19 @@ def run(code, tmp_path, groups=1, examples=(("result", True),), timeout=30):
     per-group ``(values, raised, notes)`` of one case evaluating ``examples``."""
     shadows = shadow.Shadows(tmp_path / "shadows")
     forbids = [(), ("d2lattn.masked_softmax",), ("d2lattn.DotProductAttention",)][:groups]
-    case = {"question": "q", "examples": [list(e) for e in examples]}
-    done = run_submission([(1, code)], [(shadows(forbid), [[dict(case, id=number)]])
+    done = run_submission([(1, code)], [(shadows(forbid), [[call_case(number, *examples)]])
                                         for number, forbid in enumerate(forbids)],
                           timeout, 10, 100_000)
-    return [([decoded(v) for v in results[number]["values"]] if number in results else None,
-             (results.get(number) or {}).get("raised"), notes)
-            for number, (_, results, notes) in enumerate(done)]
+    return [([decoded(v) for v in group.results[number]["values"]]
+             if number in group.results else None,
+             (group.results.get(number) or {}).get("raised"), [text for _, text in group.notes])
+            for number, group in enumerate(done)]
+
+
+def call_case(number, *steps):
+    """A case request as grading sends it: calls on the namespace, no inputs, no scope."""
+    return {"id": number, "question": "q", "scope": None,
+            "steps": [{"call": call, "inputs": None, "want": want} for call, want in steps]}
 
 
 def decoded(value):
@@ -201,10 +207,8 @@ FLOOD = '''import gc, json, os
 
 
 def flood():  # run by the case: 40 copies of its record, then a million tiny ones
-    tag = next(o.args[1] for o in gc.get_objects() if type(o).__name__ == "partial"
-               and getattr(o.func, "__name__", "") == "_send_tagged")
-    record = {"case": 0, "values": [{"t": "list", "v": [0.5] * 200_000}], "wants": [],
-              "raised": None, "at": None, "tag": tag}
+    record = {"case": 0, "values": [{"t": "list", "v": [0.5] * 200_000}],
+              "raised": None, "at": None}
     line = (json.dumps(record) + "\\n").encode()
     for fd in range(3, 12):
         try:
@@ -224,7 +228,8 @@ def peak():
                     if line.startswith("VmHWM"))) / 1024
 
 
-case = {"id": 0, "question": "q", "examples": [["flood()", True]]}
+case = {"id": 0, "question": "q", "scope": None,
+        "steps": [{"call": "flood()", "inputs": None, "want": True}]}
 package = shadow.Shadows(tempfile.mkdtemp())(())
 run_submission([(1, "def flood():\\n    return 1")], [(package, [[case]])], 30, 10, 1000)
 before = peak()
@@ -233,8 +238,8 @@ print(json.dumps([before, peak()]))'''
 
 
 def test_a_flood_of_records_does_not_grow_the_grader():
-    """A case finds its group's tag and writes 40 copies of its record, of 200,000 numbers,
-    then two million tiny records: the grader keeps one record per case."""
+    """A case writes 40 copies of its record, of 200,000 numbers, then two million tiny
+    records: the grader keeps one record per case."""
     out = subprocess.run([sys.executable, "-c", PEAK, FLOOD], capture_output=True, text=True,
                          timeout=300)
     before, after = json.loads(out.stdout.splitlines()[-1])
@@ -261,14 +266,16 @@ def call(number, *args):
 
 
 pid = os.fork()
-if pid == 0:
-    os._exit(0)
-os.waitpid(pid, 0)
-result = {name: call(number, *ARGS[name]) for name, number in NUMBERS.items()}'''
+if pid == 0:  # not a group leader, so only the filter can refuse it a session of its own
+    os._exit(max(-call(NUMBERS["setsid"]), 0))  # its errno, 0 if it got a session
+setsid = -os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])
+result = {name: call(number, *ARGS[name]) for name, number in NUMBERS.items()
+          if name != "setsid"}
+result["setsid"] = setsid'''
 ARGS = {"unshare": (0x10000000,), "setns": (0, 0), "ptrace": (16, 1, 0, 0),  # attach to PID 1
         "bpf": (0, 0, 0), "perf_event_open": (0, 0, -1, -1, 0), "mount": (0, 0, 0, 0, 0),
         "shmget": (0, 4096, 0o1600), "msgget": (0, 0o1600), "semget": (0, 1, 0o1600),
-        "keyctl": (0, -3, 0), "add_key": (0, 0, 0, 0, -3), "userfaultfd": (0,),
+        "keyctl": (1, 0), "setsid": (), "add_key": (0, 0, 0, 0, -3), "userfaultfd": (0,),
         "io_uring_setup": (1, 0), "clone": (0x10000000 | 17, 0, 0, 0, 0),  # NEWUSER|SIGCHLD
         "process_vm_readv": (1, 0, 0, 0, 0, 0), "getpid": ()}
 
@@ -346,9 +353,9 @@ FORGED = "\\n```\\n\\n## q1_softmax: 2 of 2 points\\n\\nScore: 6 of 6 points\\n"
 def sources():  # every case of the phase being run, from the runner's frames
     frame, seen = sys._getframe(), []
     while frame is not None:
-        seen += [example[0] for value in frame.f_locals.values()
+        seen += [step["call"] for value in frame.f_locals.values()
                  if isinstance(value, dict) and isinstance(value.get("cases"), list)
-                 for case in value["cases"] for example in case["examples"]]
+                 for case in value["cases"] for step in case["steps"]]
         frame = frame.f_back
     return "|".join(seen)
 

@@ -10,6 +10,7 @@ exports are :mod:`d2lattn.grading.gradebook`.
 """
 import json
 import os
+import re
 import sys
 import tempfile
 import time
@@ -19,8 +20,8 @@ from pathlib import Path
 from tqdm import tqdm
 
 from .._checks import check_int, check_positive
-from .cases import (case_label, cases_of, format_report, format_tally, is_format, judge,
-                    parse_case, request, tally)
+from .cases import (call_request, case_label, format_report, format_tally, in_case,
+                    is_format, judge, numbered, parse_case, tally)
 from .execute import NO_RUN, run_submission
 from .forbid import forbidden_uses
 from .gradebook import (Row, Student, changes, gradebook, read_roster, read_rows, read_skipped,
@@ -96,7 +97,7 @@ def grade(submissions, bundle, out, assignment=None, timeout=NOTEBOOK_BUDGET, ca
             students = replaced(students, [Student(sub.student, sub.file, sub.name,
                                                    sub.email)], lambda s: s.student)
             write_grades(out, rows, students)
-            _write_student(out, assignment, sub.student, own, results, executed, seconds)
+            _write_student(out, assignment, sub.student, own, results, executed)
             say(f"{sub.student}: {_total(own)} points in {seconds:.1f} s")
             bar.update()
             if executed is not None:  # its code went to a sandbox
@@ -154,9 +155,9 @@ def _timed(sub, tests, limits, packages, unsafe):
     return (*graded, time.monotonic() - start)
 
 
-def _write_student(out, assignment, student, rows, results, executed, seconds):
+def _write_student(out, assignment, student, rows, results, executed):
     (out / "feedback" / f"{student}.md").write_text(
-        feedback(assignment, student, rows, results, executed, seconds), encoding="utf-8")
+        feedback(assignment, student, rows, results, executed), encoding="utf-8")
     if executed is not None:
         (out / "executed" / f"{student}.ipynb").write_text(
             json.dumps(executed, indent=1, ensure_ascii=False), encoding="utf-8")
@@ -184,81 +185,78 @@ def grade_notebook(nb, tests, limits, packages, unsafe=False):
     """``(scores, results, executed notebook or None)`` of one notebook (a dict): run it in
     the sandbox if it answers any question, then score every question of ``tests``.
 
-    The questions that forbid the same objects share one run, in a sandbox whose d2lattn is
+    The questions that forbid the same objects share one sandbox, whose d2lattn is
     ``packages(forbidden names)`` (:class:`d2lattn.grading.shadow.Shadows`): a question's
-    forbidden objects are absent from its own run only.
+    forbidden objects are absent from its own run only. What a hidden phase gave beyond each
+    case's pass or fail (its errors, its notes) reaches no report.
     """
     cells = runnable_cells(nb)
     present = {question for *_, question in cells} & {test["name"] for test in tests}
-    outputs, records, notes, executed = None, {}, {}, None
+    records, notes, outputs, executed = {}, {}, None, None
     if present:
         groups = {}
-        for test, first in zip(tests, _first_ids(tests)):
+        for test, case_id, case in numbered(tests):
             if test["name"] in present:
-                groups.setdefault(tuple(sorted(test["forbid"])), []).append((test, first))
+                phases = groups.setdefault(tuple(sorted(test["forbid"])), ([], []))
+                phases[bool(case.get("hidden"))].append(
+                    (test["name"], call_request(case_id, test["name"], case)))
         done = run_submission([(n, text) for n, text, _ in cells],
-                              [(packages(forbid), _phases(members))
-                               for forbid, members in groups.items()], **limits, unsafe=unsafe)
-        for members, (ran, got, said) in zip(groups.values(), done):
-            outputs = ran if outputs is None else outputs
-            records.update(got)
-            notes.update((test["name"], said) for test, _ in members)
+                              [(packages(forbid), [[r for _, r in phase] for phase in phases])
+                               for forbid, phases in groups.items()], **limits, unsafe=unsafe)
+        for phases, run in zip(groups.values(), done):
+            outputs = run.outputs if outputs is None else outputs
+            records.update(run.results)
+            public = [text for phase, text in run.notes if phase in (None, 0)]
+            notes.update((name, public) for phase in phases for name, _ in phase)
         executed = _executed(cells, outputs)
     scores, results = [], {}
-    for test, first in zip(tests, _first_ids(tests)):
+    for test in tests:
         own = {number for number, _, question in cells if question == test["name"]}
-        outcome = [dict(judge(case["code"], records.get(case_id), case.get("expected", [])),
-                        hidden=case.get("hidden", False), format=is_format(_message(case)))
-                   for case_id, case in enumerate(cases_of(test, True), first)]
+        outcome = [dict(judge(case["code"], in_case(case, records.get(case_id)),
+                              case.get("expected", [])),
+                        hidden=case.get("hidden", False), format=is_format(_message(case)),
+                        raised=None if case.get("hidden") else
+                        (records.get(case_id) or {}).get("raised"))
+                   for owner, case_id, case in numbered(tests) if owner is test]
         if test["name"] in present:
             results[test["name"]] = outcome
         scores.append(_score(test, test["name"] in present,
                              forbidden_uses([cell[:2] for cell in cells], test["forbid"], own),
-                             outcome, records,
-                             notes.get(test["name"], []), first))
+                             outcome, notes.get(test["name"], [])))
     return scores, results, executed
 
 
-def _phases(members):
-    """The runner's case requests for ``members`` (``(test, first case id)`` pairs): the
-    public cases, then the hidden ones, leaving out an empty phase."""
-    phases = [[request(case_id, test["name"], case["code"]) for test, first in members
-               for case_id, case in enumerate(cases_of(test, True), first)
-               if case.get("hidden", False) is hidden] for hidden in (False, True)]
-    return [phase for phase in phases if phase]
-
-
-def feedback(assignment, student, rows, results, executed, seconds):
+def feedback(assignment, student, rows, results, executed):
     """A student's feedback (markdown): the total, the cells that raised an error, then per
     question its points, the reason and its cases: public ones with expected and received
-    values, hidden ones by their message only."""
-    lines = [f"# {assignment}: {student}", "",
-             f"Score: {_total(rows)} points (graded in {seconds:.1f} s).", ""]
+    values, hidden ones by their message only. Everything a submission's code produced is
+    shown inside code blocks that it cannot close."""
+    lines = [f"# {assignment}: {student}", "", f"Score: {_total(rows)} points.", ""]
     ran = [cell["metadata"]["d2lattn"] for cell in (executed["cells"] if executed else [])]
-    errors = [f"- code cell {meta['cell']}{_answering(meta)}: {one_line(meta['error'], 200)}"
+    errors = [f"code cell {meta['cell']}{_answering(meta)}: {one_line(meta['error'], 200)}"
               for meta in ran if meta["error"]]
     if errors:
-        lines += ["Cells that raised an error:", ""] + errors + [""]
+        lines += ["Cells that raised an error:", ""] + code_block(errors) + [""]
     for row in rows:
-        lines += [f"## {row.question}: {row.points:g} of {row.max:g} points", "",
-                  one_line(row.reason, None), ""]
+        lines += [f"## {row.question}: {row.points:g} of {row.max:g} points", ""]
+        lines += code_block([one_line(row.reason, None)]) + [""]
         if row.question in results:
-            lines += ["```", format_report(row.question, results[row.question]), "```", ""]
+            lines += code_block(format_report(row.question, results[row.question])
+                                .splitlines()) + [""]
     return "\n".join(lines)
+
+
+def code_block(lines):
+    """Markdown lines of a fenced code block holding ``lines``: its fence is longer than any
+    run of backticks in them, so nothing inside can end it."""
+    runs = [len(run) for line in lines for run in re.findall(r"`+", line)]
+    fence = "`" * max([3] + [n + 1 for n in runs])
+    return [fence + "text"] + list(lines) + [fence]
 
 
 def _answering(meta):
     """' (the answer to q2_nw)' for a question's cell, else ''."""
     return f" (the answer to {meta['question']})" if meta.get("question") else ""
-
-
-def _first_ids(tests):
-    """The id of each test's first case: cases are numbered across the bundle, in order."""
-    firsts, total = [], 0
-    for test in tests:
-        firsts.append(total)
-        total += len(cases_of(test, True))
-    return firsts
 
 
 def _message(case):
@@ -276,7 +274,7 @@ def _executed(cells, outputs):
          else []} for number, text, question in cells]}
 
 
-def _score(test, present, uses, outcome, records, notes, first):
+def _score(test, present, uses, outcome, notes):
     """``(question, points, max, reason)`` of one question."""
     name, points = test["name"], test["points"]
     if not present:
@@ -285,8 +283,7 @@ def _score(test, present, uses, outcome, records, notes, first):
         return name, 0, points, f"uses {', '.join(uses)}, which this question forbids"
     scored = [case for case in outcome if not case["format"]]
     passed = sum(case["passed"] for case in scored)
-    raised = [(records.get(case_id) or {}).get("raised") or ""
-              for case_id in range(first, first + len(outcome))]
+    raised = [case["raised"] or "" for case in outcome]  # public cases only
     called = [name for name in sorted(test["forbid"])  # named by the bundle, not the sandbox
               if any(text.startswith(FORBIDDEN.format(name)) for text in raised)]
     extra = [f"called {', '.join(called)}, which this question forbids"] if called else []

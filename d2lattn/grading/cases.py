@@ -13,8 +13,10 @@ example without an expected value is a setup step. A case whose message starts w
 ``format:`` checks the form of an answer (a type, a context): it is reported but earns nothing.
 A hidden case's message is all that grading shows of it: never its code or its values.
 Release evaluates every expected expression once, in the master's namespace, and stores its
-plain value (:func:`d2lattn.grading.runner.encode`) in the bundle as ``expected``; grading
-compares the submission's plain values with these (:func:`d2lattn.grading.values.same`).
+plain value (:func:`d2lattn.grading.runner.encode`) in the bundle as ``expected``, beside the
+case's ``call`` (:mod:`d2lattn.grading.calls`): the only part of it a submission's sandbox
+receives. Grading compares the submission's plain values with the expected ones
+(:func:`d2lattn.grading.values.same`).
 """
 import ast
 import doctest
@@ -81,13 +83,53 @@ def _is_form(source):
                and part.func.id in FORM_CALLS for part in parts)
 
 
-def request(case_id, question, code, wants=False):
-    """The runner's request for one case: example sources and, per example, None (setup),
-    True (its value is wanted) or, if ``wants``, the expected expression."""
-    _, examples = parse_case(code)
-    return {"id": case_id, "question": question,
-            "examples": [[e.source, (e.want if wants else True) if e.want else None]
-                         for e in examples]}
+def numbered(tests):
+    """``(test, case id, case)`` for every case of ``tests``, hidden ones included: cases are
+    numbered across the bundle, in order, and the sandbox knows them by that id."""
+    case_id = 0
+    for test in tests:
+        for case in cases_of(test, True):
+            yield test, case_id, case
+            case_id += 1
+
+
+def number_in(test, case):
+    """The case's number in its question (from 1), as release's errors name it."""
+    return next(n for n, c in enumerate(cases_of(test, True), 1) if c is case)
+
+
+def plan_request(case_id, question, plan):
+    """The runner's request for one case of the master at release (see
+    :func:`d2lattn.grading.runner.plan_case`): every step, the inputs to make, the scope."""
+    return {"id": case_id, "question": question, "scope": plan.scope, "plan": [
+        {"source": s.source, "want": s.want, "call": s.call, "inputs": s.inputs}
+        for s in plan.steps]}
+
+
+def call_of(plan, record):
+    """What the bundle keeps of a case for grading: the number of setup steps (``skip``),
+    then the pickled ``scope`` and, per step sent to the sandbox, its ``call``, its pickled
+    ``inputs`` and whether its value is checked (``want``)."""
+    skip = sum(step.call is None for step in plan.steps)
+    return {"skip": skip, "scope": record["scope"], "steps": [
+        {"call": step.call, "inputs": inputs, "want": step.want is not None}
+        for step, inputs in zip(plan.steps[skip:], record["inputs"][skip:])]}
+
+
+def call_request(case_id, question, case):
+    """The runner's request for one case of a submission: its scope and calls (data), never
+    its source, its message or its expected values."""
+    call = case["call"]
+    return {"id": case_id, "question": question, "scope": call["scope"],
+            "steps": call["steps"]}
+
+
+def in_case(case, record):
+    """A submission's ``record`` with ``at`` counted over all of the case's examples (the
+    sandbox counts the steps it received), as :func:`judge` reads it; None stays None."""
+    if record is None or record["at"] is None:
+        return record
+    return dict(record, at=record["at"] + case["call"]["skip"])
 
 
 def judge(code, record, expected):
@@ -113,15 +155,32 @@ def judge(code, record, expected):
 
 
 def run_test(test, env, hidden=False, time_limit=None):
-    """Run the cases of ``test`` in this process, in the namespace ``env`` (a dict, changed by
-    setup steps), each expected expression evaluated there too: what ``check()`` does."""
+    """Run the cases of ``test`` as written, each in a fresh copy of the namespace ``env``,
+    each expected expression evaluated there too: what ``check()`` does in a student's own
+    notebook, where the public cases are there to read."""
     results = []
     for number, case in enumerate(cases_of(test, hidden)):
-        record = runner._run_case(request(number, test["name"], case["code"], wants=True),
-                                  env, time_limit)
+        record = _run_examples(number, case["code"], dict(env), time_limit)
         results.append(dict(judge(case["code"], record, record["wants"]),
                             hidden=case.get("hidden", False)))
     return results
+
+
+def _run_examples(number, code, env, seconds):
+    """``{"values", "wants", "raised", "at"}`` of a case's examples run in ``env``."""
+    runner.seed(number, None)
+    values, wants = [], []
+    for index, example in enumerate(parse_case(code)[1]):
+        try:
+            with runner.time_limit(seconds):
+                value = runner.evaluate(example.source, env)
+                if example.want:
+                    values.append(runner.encode(value))
+                    wants.append(runner.encode(eval(example.want, env)))
+        except BaseException as err:  # noqa: B036 - a case must not end check()
+            return {"values": values, "wants": wants, "raised": runner.raised_text(err),
+                    "at": index}
+    return {"values": values, "wants": wants, "raised": None, "at": None}
 
 
 def format_report(name, results):

@@ -15,10 +15,13 @@ import tempfile
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from . import cases, stubs
+from . import calls, cases, stubs
+from .batch import grade_notebook
+from .execute import run_submission
 from .notebook import (QUESTION_LIKE, REGISTRATION, TESTS, TESTS_LIKE, cell_source,
                        check_call, first_line, notebook_meta, parse_options, plain_markdown,
-                       question_header, read_notebook, split_tests, strip_solutions)
+                       question_header, read_notebook, runnable_cells, split_tests,
+                       strip_solutions)
 from .sandbox import check_sandbox
 from .shadow import Shadows
 
@@ -133,36 +136,46 @@ def private_cases(path, tests):
 
 
 def expected_values(nb, tests, unsafe=False):
-    """``tests`` with each case's ``expected`` plain values, from one run of the master ``nb``
-    (nothing stubbed) in which each expected expression is evaluated after its example.
+    """``tests`` with each case's ``expected`` plain values and its ``call`` (what a
+    submission's sandbox receives of it, see :mod:`d2lattn.grading.calls`), from one run of
+    the master ``nb`` (nothing stubbed) in which each case's setup runs, its inputs are made
+    and pickled, and each expected expression is evaluated after its example.
 
-    The same run grades the trivial answers of :mod:`d2lattn.grading.stubs` on every case.
-    Raises ValueError if the master fails a case, if a scored case expects a bool (a
-    verdict: return the values instead) or checks a form (a type, a shape, a context)
-    without being marked ``format:``, or if a trivial answer passes a scored case.
+    Then grades the trivial answers of :mod:`d2lattn.grading.stubs` on every case. Raises
+    ValueError if a case cannot be turned into data, if the master fails a case, if a scored
+    case expects a verdict (a bool: return the values instead) or checks a form (a type, a
+    shape, a context) without being marked ``format:``, or if a trivial answer passes a
+    scored case.
     """
-    from .batch import _first_ids
-    from .execute import run_submission
-    from .notebook import runnable_cells
-
     cells = [cell[:2] for cell in runnable_cells(nb)]
-    firsts = _first_ids(tests)
-    phase = [cases.request(case_id, test["name"], case["code"], wants=True)
-             for test, first in zip(tests, firsts)
-             for case_id, case in enumerate(cases.cases_of(test, True), first)]
+    answers = calls.answer_names([cell_source(cell) for cell in nb["cells"]
+                                  if question_header(cell)])
+    plans, phase = {}, []
+    for test, case_id, case in cases.numbered(tests):
+        examples = [(e.source, e.want or None) for e in cases.parse_case(case["code"])[1]]
+        try:
+            plans[case_id] = calls.plan(examples, answers)
+        except calls.CaseError as err:
+            raise ValueError(f"{test['name']}, case {cases.number_in(test, case)}: {err}") \
+                from None
+        phase.append(cases.plan_request(case_id, test["name"], plans[case_id]))
     with tempfile.TemporaryDirectory() as tmp:
-        (outputs, records, notes), = run_submission(cells, [(Shadows(tmp)(()), [phase])],
-                                                    **LIMITS, unsafe=unsafe)
-    errors = [f"code cell {n}: {o['error']}" for n, o in outputs.items() if o["error"]] + notes
+        group, = run_submission(cells, [(Shadows(tmp)(()), [phase])], **LIMITS, unsafe=unsafe)
+    errors = [f"code cell {n}: {o['error']}" for n, o in group.outputs.items() if o["error"]]
+    errors += [text for _, text in group.notes]
     failed = []
-    for test, first in zip(tests, firsts):
-        for case_id, case in enumerate(cases.cases_of(test, True), first):
-            record = records.get(case_id)
-            result = cases.judge(case["code"], record, record["wants"] if record else [])
-            if not result["passed"]:
-                failed.append(f"{test['name']}, case {case_id - first + 1}: "
-                              f"{result['received']}")
-            case["expected"] = record["wants"] if record else []
+    for test, case_id, case in cases.numbered(tests):
+        record = group.results.get(case_id)
+        result = cases.judge(case["code"], record, record["wants"] if record else [])
+        if record is not None and (record["raised"] or "").startswith("PicklingError"):
+            failed.append(f"{test['name']}, case {cases.number_in(test, case)} cannot be "
+                          f"turned into data for the sandbox: {record['raised']}")
+        elif not result["passed"]:
+            failed.append(f"{test['name']}, case {cases.number_in(test, case)}: "
+                          f"{result['received']}")
+        else:
+            case["expected"] = record["wants"]
+            case["call"] = cases.call_of(plans[case_id], record)
     if errors or failed:
         raise ValueError(f"the master does not pass its own tests: {errors + failed}")
     _refuse_verdicts(tests)
@@ -187,27 +200,22 @@ def _refuse_verdicts(tests):
 
 def trivial_answers(nb, tests, cells, unsafe=False):
     """``[(question, case number, trivial answer)]``: the scored cases of ``tests`` (expected
-    values computed) that a trivial answer of :func:`d2lattn.grading.stubs.variants` passes.
-    They all run in one sandbox, each in its own copy of the master's namespace (after its
-    cells ``cells``), seeded as the master's case."""
-    from .batch import _first_ids
-    from .execute import run_submission
-
+    values and calls made) that a trivial answer of :func:`d2lattn.grading.stubs.variants`
+    passes. Each is graded as a submission's case is, in a fresh copy of the master's
+    namespace in which the trivial answer's cell ran first; two sandboxes share them."""
     sources = {header[0]: cell_source(cell) for cell in nb["cells"]
                for header in [question_header(cell)] if header}
     phase, meta = [], {}
     case_id = sum(len(cases.cases_of(test, True)) for test in tests)
-    for test, first in zip(tests, _first_ids(tests)):
+    for test in tests:
         replays = [value for case in cases.cases_of(test, False) for value in case["expected"]]
-        for number, (label, stub) in enumerate(stubs.variants(sources[test["name"]], replays)):
-            for original, case in enumerate(cases.cases_of(test, True), first):
-                if not cases.scores(case):
-                    continue
-                request = cases.request(case_id, f"{test['name']}#{number}", case["code"])
-                request["examples"][:0] = [[stub, None], [stubs.reseed(original), None]]
-                phase.append(request)
-                meta[case_id] = (test, case, label, original - first + 1)
-                case_id += 1
+        for label, stub in stubs.variants(sources[test["name"]], replays):
+            for case in cases.cases_of(test, True):
+                if cases.scores(case):
+                    phase.append(dict(cases.call_request(case_id, test["name"], case),
+                                      prelude=stub))
+                    meta[case_id] = (test, case, label)
+                    case_id += 1
     if not phase:
         return []
     jobs = min(2, os.cpu_count() or 1)  # the stubs are many: two sandboxes share them
@@ -216,17 +224,16 @@ def trivial_answers(nb, tests, cells, unsafe=False):
         runs = list(pool.map(lambda part: run_submission(cells, [(package, [part])], **LIMITS,
                                                          unsafe=unsafe)[0],
                              [phase[start::jobs] for start in range(jobs)]))
-    records = {key: value for _, got, _ in runs for key, value in got.items()}
-    notes = [note for *_, said in runs for note in said]
+    records = {key: value for run in runs for key, value in run.results.items()}
+    notes = [text for run in runs for _, text in run.notes]
     passed = []
-    for case_id, (test, case, label, number) in meta.items():
+    for case_id, (test, case, label) in meta.items():
         record = records.get(case_id)
-        if record is None or record["at"] in (0, 1):
+        if record is None:
             raise ValueError(f"{test['name']}: the trivial answer that {label} could not be "
-                             f"defined or graded: {record and record['raised']} {notes}")
-        record = dict(record, at=None if record["at"] is None else record["at"] - 2)
-        if cases.judge(case["code"], record, case["expected"])["passed"]:
-            passed.append((test["name"], number, label))
+                             f"graded: {notes}")
+        if cases.judge(case["code"], cases.in_case(case, record), case["expected"])["passed"]:
+            passed.append((test["name"], cases.number_in(test, case), label))
     return passed
 
 
@@ -235,8 +242,6 @@ def self_check(assignment, master, student, tests, unsafe=False):
     submissions. The student notebook runs once with nothing stubbed (stubs could only lower
     its score); the master runs with every forbidden object of the notebook stubbed at once,
     and only if that costs it a point, once per set of forbidden names, as grading runs it."""
-    from .batch import grade_notebook
-
     union = tuple(sorted({name for test in tests for name in test["forbid"]}))
     with tempfile.TemporaryDirectory() as tmp:
         shadows = Shadows(tmp)
@@ -302,9 +307,9 @@ def _check_cell(cell, where):
 
 
 def _public_only(test):
-    """``test`` without its hidden cases and without expected values."""
+    """``test`` without its hidden cases, expected values and calls."""
     return dict(test, suites=[dict(suite, cases=[
-        {key: value for key, value in case.items() if key != "expected"}
+        {key: value for key, value in case.items() if key not in ("expected", "call")}
         for case in suite["cases"] if not case["hidden"]]) for suite in test["suites"]])
 
 

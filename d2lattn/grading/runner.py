@@ -1,35 +1,42 @@
-"""The only grader code that runs inside the sandbox, next to a submission's code.
+"""The only grader code that runs inside a sandbox, next to a submission's code.
 
-The grader starts ``python -c <this file's source>`` in the sandbox and talks to it in JSON
-lines. The runner imports what the notebook needs (NumPy, MXNet, IPython), then serves one
-group of questions after another (the questions that forbid the same objects): for each, a
-forked child receives the group's copy of d2lattn, runs the submission's code cells, then the
-public cases' example sources, then the hidden ones (only after every public result is in),
-and sends back each cell's text output and, for each case, the values its examples returned,
-as plain data (:func:`encode`). Between groups the runner kills every other process of the
-sandbox and empties ``/tmp`` and ``/dev/shm``, so a group starts as the first one did (the
-seccomp filter leaves no other place: no IPC, no keyring, see
-:mod:`d2lattn.grading.syscalls`). It never sees an
-expected value and decides nothing: anything it sends is, at worst, a value the submission
-chose to return. Standard library only, so it needs neither d2lattn nor numpy.
+The grader starts ``python -c <this file's source>`` in a fresh sandbox for each group of
+questions (the questions that forbid the same objects) and talks to it in JSON lines:
+
+1. ``{"limits", "uid", "nice", "compat", "package", "scratch"}``: the runner takes its user
+   and limits, writes the group's copy of d2lattn (``{relative path: base64}``) and imports
+   what the notebook needs before any submission code runs;
+2. ``{"cells", "timeout", "max_output"}``: it runs the code cells in IPython and sends each
+   cell's text output and error line, then ``{"cells_done": note}``;
+3. one line per phase of cases (the public ones; later, once every group's public results are
+   in, the hidden ones): ``{"cases": [...], "case_timeout"}``; for each case it sends the plain
+   values (:func:`encode`) its checked steps returned, then ``{"phase_done": index}``.
+
+A case it receives is data (see :mod:`d2lattn.grading.calls`): the call of each step (the
+answer's names applied to inputs), the inputs as values and the case's scope, both pickled by
+the master's run at release. It never receives a case's source, a helper, an expected value
+or another group's anything, and it decides nothing. At release the same runner, running the
+*master*, receives the case's whole plan, runs the setup steps, and sends back the inputs
+and scope it made (:func:`plan_case`) with the master's values and expected values.
+Standard library only, so it needs neither d2lattn nor numpy.
 """
 import base64
-import functools
 import importlib
+import io
 import json
 import os
+import pickle
 import random
 import resource
-import shutil
 import signal
 import sys
 import threading
-import time
+import types
 
 MAX_ITEMS = 200_000  # numbers in one value
 MAX_TEXT = 10_000  # characters of one string or repr
 SHOWN = 300  # characters of an error message
-KEYCTL_JOIN_SESSION_KEYRING = 1
+INPUTS = "_d2lattn_inputs"  # the module that rebuilds pickled MXNet arrays in both runners
 
 
 def encode(value, depth=0):
@@ -75,9 +82,72 @@ def encode(value, depth=0):
             "v": repr(value)[:MAX_TEXT]}
 
 
+# --- inputs: pickled by the master's run, unpickled only inside a sandbox -----------------
+
+def _rebuild_array(data, context, legacy, grad):
+    """An MXNet array of the NumPy ``data`` on the context named ``context`` ('cpu(1)'), with
+    a gradient buffer attached if ``grad``."""
+    import mxnet
+
+    kind, number = context.rstrip(")").split("(")
+    ctx = mxnet.Context(kind, int(number))
+    array = (mxnet.nd if legacy else mxnet.np).array(data, ctx=ctx, dtype=data.dtype)
+    if grad:
+        array.attach_grad()
+    return array
+
+
+class _Pickler(pickle.Pickler):
+    """Pickle inputs as values: an MXNet array as its data, context and whether it records a
+    gradient; a module, function or class only by its importable name, never one a notebook
+    or a case defined."""
+
+    def reducer_override(self, obj):
+        module = getattr(type(obj), "__module__", "") or ""
+        if module.startswith("mxnet") and hasattr(obj, "asnumpy") and hasattr(obj, "ctx"):
+            return _rebuild_array, (obj.asnumpy(), str(obj.ctx),
+                                    not module.startswith("mxnet.numpy"),
+                                    getattr(obj, "grad", None) is not None)
+        if isinstance(obj, types.ModuleType) and sys.modules.get(obj.__name__) is obj \
+                and obj.__name__ != "__main__":
+            return importlib.import_module, (obj.__name__,)
+        if isinstance(obj, (type, types.FunctionType)) and \
+                getattr(obj, "__module__", "__main__") == "__main__":
+            raise pickle.PicklingError(f"{getattr(obj, '__qualname__', obj)!r} is defined in "
+                                       "the notebook or the case, not importable: it is code, "
+                                       "not data")
+        return NotImplemented
+
+
+def dumps(value):
+    """``value`` pickled as text (base64), or PicklingError saying what is not data."""
+    buffer = io.BytesIO()
+    try:
+        _Pickler(buffer, protocol=4).dump(value)
+    except pickle.PicklingError:
+        raise
+    except Exception as err:  # noqa: BLE001 - an object pickle cannot take
+        raise pickle.PicklingError(f"{type(err).__name__}: {err}") from None
+    return base64.b64encode(buffer.getvalue()).decode("ascii")
+
+
+def loads(text):
+    """The value of :func:`dumps`' text."""
+    return pickle.loads(base64.b64decode(text))
+
+
+def _register_inputs_module():
+    """Make :func:`_rebuild_array` importable by one name in every runner, whatever
+    ``__main__`` becomes once IPython starts."""
+    module = sys.modules.setdefault(INPUTS, types.ModuleType(INPUTS))
+    _rebuild_array.__module__ = INPUTS
+    module._rebuild_array = _rebuild_array
+
+
+# --- the protocol ---------------------------------------------------------------------------
+
 def main():
-    """Serve one submission on stdin/stdout: preload, then one forked child per group of
-    questions (see the module docstring)."""
+    """Serve one group of one submission on stdin/stdout (see the module docstring)."""
     channel = os.fdopen(os.dup(1), "w", encoding="utf-8")
     inbox = os.fdopen(os.dup(0), "r", encoding="utf-8")
     quiet = os.open(os.devnull, os.O_RDWR)
@@ -89,33 +159,33 @@ def main():
         channel.flush()
 
     start = json.loads(inbox.readline())
-    scratch, sandboxed, keep = start["scratch"], start["sandboxed"], start["keep"]
     _become(start["uid"])
-    _new_session_keyring(start["keyctl"])
+    _lower_priority(start["nice"])
     _limit_resources(start["limits"])
+    _install(start["package"], start["scratch"])
+    _register_inputs_module()
     _preload(start.get("compat"))
     shell = _shell()
     _not_dumpable()
-    for line in inbox:  # one group: its d2lattn and tag, its cells and cases, then "end"
-        group, message = json.loads(line), {}
-        tagged = functools.partial(_send_tagged, send, group["tag"])
-        pid, pipe = _fork_group(group["package"], shell, inbox, tagged, scratch)
-        watcher = _Watcher(pid, tagged)
-        for line in inbox:
-            message = json.loads(line)
-            if "end" in message:
-                break
-            try:
-                os.write(pipe, line.encode())
-            except OSError:
-                pass  # the child has ended: the watcher has said so
-        watcher.end(pipe, scratch, sandboxed, keep)
-        send({"group_done": True, "tag": message.get("end")})  # a tag the child never saw
+    request = json.loads(inbox.readline())
+    send({"cells_done": _run_cells(shell, request, send)})
+    for index, line in enumerate(inbox):
+        _run_phase(shell.user_ns, json.loads(line), send)
+        send({"phase_done": index})
 
 
-def _send_tagged(send, tag, record):
-    """Send a group's record with the group's tag: the grader takes no record of another."""
-    send(dict(record, tag=tag))
+def _install(package, scratch):
+    """Write the group's d2lattn (``{relative path: base64 of the file}``) to scratch/pkg,
+    which is on PYTHONPATH; make home and work, and work in work."""
+    root = os.path.join(scratch, "pkg")
+    for path, data in package.items():
+        os.makedirs(os.path.dirname(os.path.join(root, path)), exist_ok=True)
+        with open(os.path.join(root, path), "wb") as file:
+            file.write(base64.b64decode(data))
+    for folder in ("home", "work"):
+        os.makedirs(os.path.join(scratch, folder), exist_ok=True)
+    os.chdir(os.path.join(scratch, "work"))
+    importlib.invalidate_caches()
 
 
 def _not_dumpable():
@@ -129,8 +199,8 @@ def _not_dumpable():
 
 
 def _preload(compat):
-    """Import what every run needs before any submission code runs, so that each group's
-    child starts warm: NumPy, MXNet (after d2lattn's compatibility shim), matplotlib."""
+    """Import what every run needs before any submission code runs: NumPy, MXNet (after
+    d2lattn's compatibility shim), matplotlib."""
     if compat is None:
         return
     try:
@@ -142,105 +212,8 @@ def _preload(compat):
 
         matplotlib.use("Agg")
         import matplotlib.pyplot  # noqa: F401
-    except Exception:  # noqa: BLE001 - the child imports them again and reports errors
+    except Exception:  # noqa: BLE001 - the cells import them again and report errors
         pass
-
-
-def _fork_group(package, shell, inbox, send, scratch):
-    """Fork a child that writes ``package`` (``{relative path: base64 of the file}``) to
-    scratch/pkg, then runs the cells and the case phases it reads from a pipe; ``(pid, pipe)``."""
-    read, write = os.pipe()
-    pid = os.fork()
-    if pid:
-        os.close(read)
-        return pid, write
-    os.close(write)
-    inbox.close()
-    try:
-        os.setpgid(0, 0)
-        root = os.path.join(scratch, "pkg")
-        for path, data in package.items():
-            os.makedirs(os.path.dirname(os.path.join(root, path)), exist_ok=True)
-            with open(os.path.join(root, path), "wb") as file:
-                file.write(base64.b64decode(data))
-        sys.path.insert(0, root)
-        sys.path_importer_cache.pop(root, None)
-        importlib.invalidate_caches()
-        messages = os.fdopen(read, "r", encoding="utf-8")
-        request = json.loads(messages.readline())
-        send({"cells_done": _run_cells(shell, request, send)})
-        for index, line in enumerate(messages):
-            _run_cases(shell.user_ns, json.loads(line), send)
-            send({"phase_done": index})
-    finally:
-        os._exit(0)
-
-
-class _Watcher:
-    """Wait for a group's child; send ``{"child_ended": True}`` if it ends by itself."""
-
-    def __init__(self, pid, send):
-        self.pid, self.ending = pid, threading.Event()
-        self.thread = threading.Thread(target=self._wait, args=(send,), daemon=True)
-        self.thread.start()
-
-    def _wait(self, send):
-        os.waitpid(self.pid, 0)
-        if not self.ending.is_set():
-            send({"child_ended": True})
-
-    def end(self, pipe, scratch, sandboxed, keep):
-        """Kill the child and everything it started; empty the sandbox's private folders
-        but the folders ``keep`` (the Python installation, where it lies under /tmp)."""
-        self.ending.set()
-        os.close(pipe)
-        for target in (-self.pid, self.pid):
-            try:
-                os.kill(target, signal.SIGKILL)
-            except OSError:
-                pass
-        self.thread.join()
-        if sandboxed:
-            try:
-                os.kill(-1, signal.SIGKILL)  # every other process of the sandbox but this one
-            except OSError:
-                pass
-            _wait_alone()
-        _empty(scratch, sandboxed, keep)
-
-
-def _wait_alone(seconds=10):
-    """Wait until the sandbox holds no process but its init (PID 1) and this one: killed
-    processes end a moment later and count against the process limit until then."""
-    deadline, alone = time.monotonic() + seconds, {"1", str(os.getpid())}
-    while time.monotonic() < deadline and set(filter(str.isdigit, os.listdir("/proc"))) - alone:
-        time.sleep(0.01)
-
-
-def _empty(scratch, sandboxed, keep):
-    """Remove every file the group wrote (in the sandbox: all of /tmp and /dev/shm), so that
-    nothing of it reaches the next group; recreate home and work."""
-    for folder in [scratch] + (["/dev/shm"] if sandboxed else []):
-        _wipe(folder, keep)
-    for folder in ("home", "work"):
-        os.makedirs(os.path.join(scratch, folder), exist_ok=True)
-    os.chdir(os.path.join(scratch, "work"))
-
-
-def _wipe(folder, keep):
-    """Remove everything in ``folder`` but the paths ``keep`` and the folders above them."""
-    for name in os.listdir(folder) if os.path.isdir(folder) else []:
-        path = os.path.join(folder, name)
-        if any(kept == path or kept.startswith(path + "/") for kept in keep):
-            if path not in keep:
-                _wipe(path, keep)
-        elif os.path.isdir(path) and not os.path.islink(path):
-            shutil.rmtree(path, ignore_errors=True)
-        else:
-            try:
-                os.unlink(path)
-            except OSError:
-                pass
 
 
 def _become(uid):
@@ -253,18 +226,15 @@ def _become(uid):
         os.setuid(uid)
 
 
-def _new_session_keyring(keyctl):
-    """Join a new anonymous session keyring (system call number ``keyctl``), leaving the
-    grader's; the seccomp filter denies every other keyring call. Raises OSError if the
-    kernel refuses: then no submission runs."""
-    if keyctl is None:
-        return
-    import ctypes
-
-    libc = ctypes.CDLL(None, use_errno=True)
-    if libc.syscall(keyctl, KEYCTL_JOIN_SESSION_KEYRING, None) < 0:
-        err = ctypes.get_errno()
-        raise OSError(err, f"cannot join a new session keyring: {os.strerror(err)}")
+def _lower_priority(nice):
+    """Run at the grader's ``nice``, the whole sandbox too: its processes share one session
+    (the filter denies ``setsid``), so one scheduler autogroup, set to that nice value."""
+    try:
+        os.setpriority(os.PRIO_PROCESS, 0, max(nice, os.getpriority(os.PRIO_PROCESS, 0)))
+        with open("/proc/self/autogroup", "w") as group:
+            group.write(str(nice))
+    except OSError:
+        pass  # no autogroups in this kernel: the sandbox is one process group at that nice
 
 
 def _limit_resources(limits):
@@ -320,41 +290,85 @@ def _run_cells(shell, request, send):
 
 def _error(result):
     err = result.error_before_exec or result.error_in_exec
-    return None if err is None else _raised(err)
+    return None if err is None else raised_text(err)
 
 
-def _raised(err):
+def raised_text(err):
+    """'ValueError: the message' of an exception, its message cut to SHOWN characters."""
     text = str(err)
     text = text if len(text) <= SHOWN else text[:SHOWN] + " ..."
     return f"{type(err).__name__}" + (f": {text}" if text else "")
 
 
-def _run_cases(user_ns, phase, send):
-    """Run each case's examples on the question's own copy of the namespace."""
-    namespaces = {}
+def _run_phase(user_ns, phase, send):
+    """Run each case of a phase, each on a fresh copy of the notebook's namespace: its
+    calls (grading) or, for a master at release, its whole plan."""
     for case in phase["cases"]:
-        env = namespaces.setdefault(case["question"], dict(user_ns))
-        send(dict(_run_case(case, env, phase["case_timeout"]), case=case["id"]))
+        env = dict(user_ns)
+        run = plan_case if "plan" in case else run_call
+        send(dict(run(case, env, phase["case_timeout"]), case=case["id"]))
 
 
-def _run_case(case, env, seconds):
-    _seed(case["id"])
-    values, wants = [], []
-    for index, (source, want) in enumerate(case["examples"]):
+def run_call(case, env, seconds):
+    """The values of one case's checked steps: ``{"values", "raised", "at"}``, ``at`` the
+    index (among the steps received) of the step that raised. ``case``: ``{"id", "scope",
+    "steps": [{"call", "inputs", "want"}]}`` and, at release only, ``"prelude"``: the source
+    of a trivial answer run first."""
+    values = []
+    if case.get("prelude"):
+        exec(compile(case["prelude"], "<trivial answer>", "exec"), env)
+    if case.get("scope"):
+        env.update(loads(case["scope"]))
+    for index, step in enumerate(case["steps"]):
         try:
-            with _time_limit(seconds):
-                value = _evaluate(source, env)
-                if want is not None:
+            env.update(loads(step["inputs"]) if step["inputs"] else {})
+            seed(case["id"], index)
+            with time_limit(seconds):
+                value = evaluate(step["call"], env)
+                if step["want"]:
                     values.append(encode(value))
-                    if isinstance(want, str):  # releasing a master: its expected value too
-                        wants.append(encode(eval(want, env)))
         except BaseException as err:  # noqa: B036 - a case must not end the run
-            return {"values": values, "wants": wants, "raised": _raised(err), "at": index}
-    return {"values": values, "wants": wants, "raised": None, "at": None}
+            return {"values": values, "raised": raised_text(err), "at": index}
+    return {"values": values, "raised": None, "at": None}
 
 
-def _seed(number):
-    """The same random inputs in the master's run and in every submission's."""
+def plan_case(case, env, seconds):
+    """Run a case of the master at release: its setup steps, then each step that is sent to
+    a sandbox, whose inputs and scope it pickles first. ``{"values", "wants", "raised", "at",
+    "scope", "inputs"}``: the master's values, the expected ones, the pickled scope and the
+    pickled inputs of each step (None for a setup step); ``at`` as in :func:`run_call`,
+    counted over all steps."""
+    values, wants, inputs, scope, sent = [], [], [], None, 0
+    seed(case["id"], None)
+    for index, step in enumerate(case["plan"]):
+        try:
+            with time_limit(seconds):
+                if step["call"] is None:
+                    evaluate(step["source"], env)
+                    inputs.append(None)
+                    continue
+                if scope is None:
+                    scope = dumps({name: env[name] for name in case["scope"]})
+                made = {name: eval(text, env) for name, text in step["inputs"]}
+                inputs.append(dumps(made) if made else None)
+                env.update(made)
+                seed(case["id"], sent)
+                sent += 1
+                value = evaluate(step["call"], env)
+                if step["want"] is not None:
+                    values.append(encode(value))
+                    wants.append(encode(eval(step["want"], env)))
+        except BaseException as err:  # noqa: B036 - a case must not end the run
+            return {"values": values, "wants": wants, "raised": raised_text(err), "at": index,
+                    "scope": scope, "inputs": inputs}
+    return {"values": values, "wants": wants, "raised": None, "at": None, "scope": scope,
+            "inputs": inputs}
+
+
+def seed(case, step):
+    """Seed ``random``, NumPy and MXNet for one step of a case, the same in the master's run
+    and in every submission's (``step`` None: the case's setup)."""
+    number = (case * 1009 + (0 if step is None else step + 1)) % (1 << 32)
     random.seed(number)
     for name in ("numpy", "mxnet"):
         module = sys.modules.get(name)
@@ -362,7 +376,8 @@ def _seed(number):
             module.random.seed(number)
 
 
-def _evaluate(source, env):
+def evaluate(source, env):
+    """The value of an expression ``source`` in ``env``; a statement is run (None)."""
     try:
         code = compile(source, "<test case>", "eval")
     except SyntaxError:
@@ -371,7 +386,7 @@ def _evaluate(source, env):
     return eval(code, env)
 
 
-class _time_limit:
+class time_limit:
     """Raise TimeoutError in the block after ``seconds``."""
 
     def __init__(self, seconds):

@@ -7,15 +7,15 @@ whose processes the kernel never counts, the runner instead becomes a user of it
 any submission code runs: a random uid of a range no account uses (:data:`UIDS`), one per
 sandbox, so no two sandboxes share a process count or a per-user kernel object. A seccomp
 filter (:mod:`d2lattn.grading.syscalls`) denies keyrings, System V and POSIX IPC, new
-namespaces, mounts, tracing and the kernel's other interfaces, and the runner joins a new
-anonymous session keyring, so nothing is shared through the kernel with the grader, another
-sandbox or a later group.
+sessions and namespaces, mounts, tracing and the kernel's other interfaces (``/proc/keys``
+and ``/proc/key-users`` are masked), so nothing is shared through the kernel with the grader,
+another sandbox or another group: each group of questions gets a sandbox of its own.
 
 It sees the Python installation and its packages read-only (an installed d2lattn hidden;
 installations under ``/tmp`` or reached through a symbolic link included), a private
 ``/tmp`` (also its home) and ``/dev/shm``, both of limited size, and nothing else: no
 submission file, no bundle, no master, no network. Each group of questions gets its copy of
-``d2lattn`` as data (:mod:`d2lattn.grading.shadow`). Resource limits (memory, file size,
+``d2lattn`` as data (:mod:`d2lattn.grading.shadow`), written by the runner into its /tmp. Resource limits (memory, file size,
 processes, CPU time) are set by the runner before any submission code runs; the grader
 enforces the wall-clock limits.
 
@@ -88,10 +88,8 @@ def _start_once():
     sandbox wrote on its standard error."""
     run = Run(False, max_bytes=1 << 20)
     try:
-        tag = secrets.token_hex(8)
-        run.listen(tag, [("cells_done",), ("child_ended",)])
-        ok = run.send(run.start(LIMITS, compat=None)) and run.send(
-            {"package": {}, "tag": tag}) and run.send(
+        run.listen([("cells_done",)])
+        ok = run.send(run.start(LIMITS, None, {})) and run.send(
             {"cells": [[1, "1"]], "timeout": 60, "max_output": 100})
         if ok and run.collect(lambda record: False, "cells_done", 90)[1] == "done":
             return None
@@ -153,6 +151,7 @@ def _bwrap_args(seccomp_fd):
     args = ["bwrap"] + _isolation() + [
         "--die-with-parent", "--new-session", "--seccomp", str(seccomp_fd),
         "--ro-bind", "/usr", "/usr", "--proc", "/proc", "--ro-bind", "/dev/null", "/proc/keys",
+        "--ro-bind", "/dev/null", "/proc/key-users",
         "--dev", "/dev", "--perms", "1777", "--size", str(SHM_SIZE), "--tmpfs", "/dev/shm",
         "--perms", "1777", "--size", str(TMP_SIZE), "--tmpfs", "/tmp",
         "--perms", "0777", "--dir", "/tmp/home", "--perms", "0777", "--dir", "/tmp/work",
@@ -231,25 +230,22 @@ class Run:
             if fd is not None:
                 os.close(fd)
         self.records, self.room, self.ended = queue.Queue(), max_bytes, False
-        self.lock, self.tag, self.keys, self.taken = threading.Lock(), None, set(), set()
+        self.lock, self.keys, self.taken = threading.Lock(), set(), set()
         self.budget = self.objects = MAX_OBJECTS
         self.over_budget = False
         threading.Thread(target=self._read, daemon=True).start()
 
-    def start(self, limits, compat):
+    def start(self, limits, compat, package):
         """The runner's first message: its limits, the user it becomes (as root), the
-        keyring call, the folders under /tmp it must never empty (the binds)."""
-        keep = [] if self.unsafe else [path for path in _binds() + [
-            link for link, _ in _links(_binds())] if _inside(path, ["/tmp"])]
-        return {"limits": limits, "compat": compat, "scratch": self.scratch,
-                "sandboxed": not self.unsafe, "uid": self.uid, "keep": keep,
-                "keyctl": None if self.unsafe else syscalls.keyctl_number()}
+        grader's nice value (the whole sandbox runs at it), the group's d2lattn."""
+        return {"limits": limits, "compat": compat, "scratch": self.scratch, "uid": self.uid,
+                "nice": os.getpriority(os.PRIO_PROCESS, 0), "package": package}
 
-    def listen(self, tag, keys=()):
-        """From now on keep only records tagged ``tag``, one per key of ``keys``: ``("cell",
-        n)``, ``("case", id)``, ``("phase_done", i)`` or a marker's name alone."""
+    def listen(self, keys):
+        """From now on keep only records with a key of ``keys``, one each: ``("cell", n)``,
+        ``("case", id)``, ``("phase_done", i)`` or ``("cells_done",)``."""
         with self.lock:
-            self.tag, self.keys, self.taken = tag, set(keys), set()
+            self.keys, self.taken = set(keys), set()
 
     def _read(self):
         try:
@@ -275,8 +271,7 @@ class Run:
             return None  # bytes the submission wrote itself: never a result
         key = _key(record)
         with self.lock:
-            if key is None or record.get("tag") != self.tag or key not in self.keys \
-                    or key in self.taken:
+            if key is None or key not in self.keys or key in self.taken:
                 return None
             size = _size(record)
             if size > self.objects:
@@ -296,11 +291,11 @@ class Run:
         except (OSError, ValueError):
             return False
 
-    def collect(self, accept, done, seconds, ended="child_ended"):
+    def collect(self, accept, done, seconds):
         """Of the records kept (see :meth:`listen`), those ``accept`` takes, until one has
-        the key ``done``, one has the key ``ended`` (the group's process ended), the runner
-        ends or ``seconds`` pass. Returns ``(records, how, value)``: how is "done" (value:
-        that record's ``done`` entry), "ended" or "timeout" (value None)."""
+        the key ``done``, the runner ends or ``seconds`` pass. Returns ``(records, how,
+        value)``: how is "done" (value: that record's ``done`` entry), "ended" or "timeout"
+        (value None)."""
         deadline, taken = time.monotonic() + seconds, []
         while not self.ended:
             try:
@@ -311,8 +306,6 @@ class Run:
                 self.ended = True
             elif done in record:
                 return taken, "done", record[done]
-            elif ended in record:
-                return taken, "ended", None
             elif accept(record):
                 taken.append(record)
         return taken, "ended", None
@@ -339,19 +332,15 @@ class Run:
             shutil.rmtree(self.scratch, ignore_errors=True)
 
 
-MARKERS = ("cells_done", "phase_done", "child_ended", "group_done")
-
-
 def _key(record):
     """A record's key: ``("cell", n)``, ``("case", id)``, ``("phase_done", i)`` or
-    ``(marker,)``; None for anything else."""
+    ``("cells_done",)``; None for anything else."""
     if not isinstance(record, dict):
         return None
     for name in ("cell", "case", "phase_done"):
         if type(record.get(name)) is int:
             return name, record[name]
-    found = [name for name in MARKERS if name in record]
-    return (found[0],) if len(found) == 1 and found[0] != "phase_done" else None
+    return ("cells_done",) if "cells_done" in record and "case" not in record else None
 
 
 def _size(value):

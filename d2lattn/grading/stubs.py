@@ -138,11 +138,3 @@ def _value(kind, names):
         return names[what]
     return f"_stub_like({names[what]}, {0 if how == 'zeros' else 1})"
 
-
-def reseed(number):
-    """A setup step that seeds ``random``, NumPy and MXNet as the runner seeds case
-    ``number`` (see :func:`d2lattn.grading.runner._seed`)."""
-    return (f"import random as _r, sys as _s\n_r.seed({number})\n"
-            f"for _m in ('numpy', 'mxnet'):\n"
-            f"    if _s.modules.get(_m) is not None:\n"
-            f"        _s.modules[_m].random.seed({number})")

@@ -4,9 +4,12 @@ starts the runner, so that it holds for the runner and every process a submissio
 Each denied call fails with EPERM (``clone3``: ENOSYS, so that the C library falls back to
 ``clone``, whose flags the filter can read). What the filter closes:
 
-- **keyrings**: no key can be read, written or created, so nothing passes through the
-  grader's session keyring or the per-user keyring of the sandbox's user. ``keyctl`` is
-  allowed only to join a new *anonymous* session keyring, what the runner does first;
+- **keyrings**: no key can be read, written or created, and no keyring joined (each join
+  would count a key against the user's quota, which ``/proc/key-users`` shows to all), so
+  nothing passes through the grader's session keyring or a sandbox user's keyrings;
+- **new sessions** (``setsid``, after bubblewrap's own): every process of a sandbox stays in
+  its one scheduler autogroup, which the runner sets to the grader's nice value, so a
+  submission cannot take more of the CPU by starting sessions;
 - **System V and POSIX IPC** (shared memory, semaphores, message queues): objects that would
   outlive a group of questions and lie outside the address-space limit;
 - **new namespaces** (``unshare``, ``setns``, ``clone`` with a ``CLONE_NEW*`` flag), so no
@@ -20,9 +23,8 @@ System calls of another architecture (32-bit calls on x86_64) kill the process.
 import errno
 import tempfile
 
-KEYCTL_JOIN_SESSION_KEYRING = 1
 DENIED = (
-    "add_key", "request_key",
+    "add_key", "request_key", "keyctl", "setsid",
     "shmget", "shmat", "shmctl", "semget", "semop", "semtimedop", "semctl",
     "msgget", "msgsnd", "msgrcv", "msgctl",
     "mq_open", "mq_unlink", "mq_timedsend", "mq_timedreceive", "mq_notify", "mq_getsetattr",
@@ -48,9 +50,6 @@ def filter_program():
     deny = sc.ERRNO(errno.EPERM)
     for name in DENIED:
         rules.add_rule(deny, name)
-    # keyctl only as keyctl(KEYCTL_JOIN_SESSION_KEYRING, NULL): a new anonymous keyring
-    rules.add_rule(deny, "keyctl", sc.Arg(0, sc.NE, KEYCTL_JOIN_SESSION_KEYRING))
-    rules.add_rule(deny, "keyctl", sc.Arg(1, sc.NE, 0))
     for flag in CLONE_NEW.values():  # clone's flags are its first argument (x86_64, arm64)
         rules.add_rule(deny, "clone", sc.Arg(0, sc.MASKED_EQ, flag, flag))
     rules.add_rule(sc.ERRNO(errno.ENOSYS), "clone3")
@@ -59,9 +58,3 @@ def filter_program():
         file.seek(0)
         return file.read()
 
-
-def keyctl_number():
-    """This machine's system call number of ``keyctl`` (the runner calls it by number)."""
-    import pyseccomp as sc
-
-    return sc.resolve_syscall(sc.Arch.NATIVE, "keyctl")

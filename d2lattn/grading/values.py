@@ -42,7 +42,7 @@ def same(got, want):
                 any(same(k, key) and same(v, value) for k, v in got["v"])
                 for key, value in want["v"])
         return got["v"] == want["v"] and got.get("type") == want.get("type")
-    except (BadValue, TypeError, ValueError, KeyError, RecursionError):
+    except (BadValue, TypeError, ValueError, KeyError, RecursionError, OverflowError):
         return False
 
 
@@ -50,7 +50,7 @@ def show(value, limit=SHOWN):
     """A short text for a plain value: Python-like, on one line, cut to ``limit`` characters."""
     try:
         text = _text(value)
-    except (BadValue, TypeError, ValueError, KeyError, RecursionError):
+    except (BadValue, TypeError, ValueError, KeyError, RecursionError, OverflowError):
         text = "<not a value>"
     return one_line(text, limit)
 
