@@ -176,11 +176,17 @@ def test_parse_case_joins_the_messages_and_keeps_setup_and_checks():
     assert cases.is_format("format: a tuple") and not cases.is_format("the format of a tuple")
 
 
-def test_request_holds_sources_and_never_expected_values():
-    code = "# doubles\n>>> x = 4\n>>> double(x)\n8"
-    assert cases.request(7, "q", code) == {"id": 7, "question": "q", "examples": [
-        ["x = 4\n", None], ["double(x)\n", True]]}
-    assert cases.request(7, "q", code, wants=True)["examples"][1] == ["double(x)\n", "8\n"]
+def test_a_call_request_holds_calls_and_data_never_sources_or_expected_values():
+    case = {"code": "# doubles\n>>> x = 4\n>>> double(x)\n8", "hidden": True,
+            "expected": [plain(8)], "call": {"skip": 1, "scope": "c2NvcGU=",
+                                             "steps": [{"call": "double(x)", "inputs": None,
+                                                        "want": True}]}}
+    request = cases.call_request(7, "q", case)
+    assert request == {"id": 7, "question": "q", "scope": "c2NvcGU=", "steps": [
+        {"call": "double(x)", "inputs": None, "want": True}]}
+    assert "x = 4" not in str(request) and "8" not in str(request)
+    assert cases.in_case(case, {"at": 0, "raised": "E"})["at"] == 1  # counted over the case
+    assert cases.in_case(case, None) is None
 
 
 def test_judge_compares_each_value_and_reports_the_first_failure():
@@ -198,7 +204,7 @@ def test_judge_compares_each_value_and_reports_the_first_failure():
     assert "no result" in cases.judge(code, None, expected)["received"]
 
 
-def test_run_test_runs_setup_steps_then_checks_in_the_given_namespace():
+def test_run_test_runs_setup_steps_then_checks_in_a_copy_of_the_namespace():
     test = {"name": "q", "suites": [{"cases": [
         {"code": ">>> y = double(3)\n>>> y + 1\n7", "hidden": False},
         {"code": "# doubles\n>>> double(2)\n4\n>>> double(3)\n7", "hidden": False},
@@ -208,7 +214,7 @@ def test_run_test_runs_setup_steps_then_checks_in_the_given_namespace():
         {"passed": True, "message": "", "hidden": False},
         {"passed": False, "message": "doubles", "source": "double(3)\n", "expected": "7",
          "received": "6", "hidden": False}]
-    assert env["y"] == 6
+    assert "y" not in env  # each case runs in a fresh copy of the namespace
     assert [r["hidden"] for r in cases.run_test(test, env, hidden=True)] == [False, False, True]
 
 
@@ -594,6 +600,15 @@ def test_shadow_package_holds_stubs_and_not_the_forbidden_code(tmp_path):
 GROUP_TRACES = '''import glob, os, time
 seen = sorted(glob.glob("/tmp/**", recursive=True) + glob.glob("/dev/shm/*"))
 alive = len([pid for pid in os.listdir("/proc") if pid.isdigit()])
+first = os.fork()  # the PID namespace's counter, then the tmpfs's inode counter
+if first == 0:
+    os._exit(0)
+os.waitpid(first, 0)
+open("/tmp/count", "w").close()
+counters = [first, os.stat("/tmp/count").st_ino]
+os.makedirs("/tmp/locked/in")  # a folder the runner could not enter to empty it
+open("/tmp/locked/in/stash", "w").write("stash = 1")
+os.chmod("/tmp/locked", 0)
 startup = os.path.expanduser("~/.ipython/profile_default/startup")
 os.makedirs(startup, exist_ok=True)
 for path in ("/tmp/stash", "/dev/shm/stash", os.path.join(startup, "00-stash.py")):
@@ -614,24 +629,24 @@ except OSError:
 
 @needs_sandbox
 def test_a_group_leaves_nothing_to_the_next_and_processes_are_capped(tmp_path):
-    """Each group of questions starts from the same state, whatever the one before it wrote
-    or started; the number of processes is capped even when the grader runs as root."""
+    """Each group of questions starts from the same state, whatever the one before it wrote,
+    locked or started: the same files, the same next pid and inode number (a sandbox of its
+    own); the number of processes is capped even when the grader runs as root."""
     from d2lattn.grading.execute import run_submission
 
     shadows = shadow.Shadows(tmp_path)
 
     def group(number, forbid):
-        case = {"id": number, "question": f"q{number}",
-                "examples": [["(seen, alive, forked)", True]]}
-        return shadows(forbid), [[case]]
+        return shadows(forbid), [[call_case(number, "(seen, alive, forked, counters)")]]
 
-    (_, first, _), (_, second, _) = run_submission(
+    first, second = run_submission(
         [(1, GROUP_TRACES)], [group(0, ()), group(1, ("d2lattn.masked_softmax",))],
         timeout=60, case_timeout=5, max_output=10_000)
-    (seen, alive, forked), = [[part["v"] for part in value["v"]]
-                              for value in first[0]["values"]]
-    assert "stash" not in str(seen) and first[0]["values"] == second[1]["values"]
-    assert alive == 3 and 0 < forked < sandbox.LIMITS["RLIMIT_NPROC"]  # PID 1, runner, child
+    (seen, alive, forked, counters), = [[part["v"] for part in value["v"]]
+                                        for value in first.results[0]["values"]]
+    assert "stash" not in str(seen) and first.results[0]["values"] == second.results[1]["values"]
+    assert alive == 2 and 0 < forked < sandbox.LIMITS["RLIMIT_NPROC"]  # PID 1, the runner
+    assert counters[0]["v"] > 2  # the control: a fork got a pid, and the same in the next group
     assert processes_gone(runner.__doc__.splitlines()[0])  # every runner has ended
 
 
@@ -656,17 +671,18 @@ threading.Thread(target=forge, daemon=True).start()'''
 
 @needs_sandbox
 def test_records_forged_by_a_group_never_reach_the_grader(tmp_path):
-    """A group's processes know neither the next group's tag nor the runner's end tag, so
-    whatever they write, the grader takes each group's own results."""
+    """A group's processes write records for every case, its own and the next group's:
+    the next group's sandbox is another, so whatever they write, its results are its own."""
     from d2lattn.grading.execute import run_submission
 
     shadows = shadow.Shadows(tmp_path)
-    cases = [{"id": n, "question": f"q{n}", "examples": [["x + 1", True]]} for n in (0, 1)]
-    (_, first, _), (_, second, _) = run_submission(
-        [(1, FORGER), (2, "x = 0")], [(shadows(()), [[cases[0]]]),
-                                      (shadows(("d2lattn.masked_softmax",)), [[cases[1]]])],
+    first, second = run_submission(
+        [(1, FORGER), (2, "x = 0")], [(shadows(()), [[call_case(0, "x + 1")]]),
+                                      (shadows(("d2lattn.masked_softmax",)),
+                                       [[call_case(1, "x + 1")]])],
         timeout=30, case_timeout=5, max_output=10_000)
-    assert first[0]["values"] == second[1]["values"] == [{"t": "num", "v": 1}]
+    assert second.results[1]["values"] == [{"t": "num", "v": 1}]
+    assert 1 not in first.results  # a record it forged for another group's case: dropped
 
 
 @needs_sandbox
@@ -675,10 +691,9 @@ def test_the_sandbox_starts_from_a_python_path_with_dot_dot(tmp_path, monkeypatc
 
     up = "../" * (len(tmp_path.parts) - 1)  # a folder the sandbox does not have, then up to /
     monkeypatch.setattr(sys, "executable", f"{tmp_path}/{up}{sys.executable.lstrip('/')}")
-    case = {"id": 0, "question": "q", "examples": [["1 + x", True]]}
-    (_, results, notes), = run_submission([(1, "x = 2")], [(shadow.Shadows(tmp_path)(()),
-                                                            [[case]])], 30, 5, 1000)
-    assert results[0]["values"] == [{"t": "num", "v": 3}], notes
+    group, = run_submission([(1, "x = 2")], [(shadow.Shadows(tmp_path)(()),
+                                               [[call_case(0, "1 + x")]])], 30, 5, 1000)
+    assert group.results[0]["values"] == [{"t": "num", "v": 3}], group.notes
 
 
 @needs_sandbox
@@ -686,13 +701,13 @@ def test_the_sandboxed_package_keeps_its_data_files(tmp_path):
     from d2lattn.data import load_paragraphs, read_doc_topics
     from d2lattn.grading.execute import run_submission
 
-    examples = [["load_paragraphs()[:3]", True], ["read_doc_topics('test')[0][:3]", True]]
-    (_, results, notes), = run_submission(
+    group, = run_submission(
         [(1, "from d2lattn.data import load_paragraphs, read_doc_topics")],
         [(shadow.Shadows(tmp_path)(("d2lattn.masked_softmax",)),
-          [[{"id": 0, "question": "q", "examples": examples}]])], 60, 30, 1000)
-    assert results[0]["raised"] is None, (results, notes)
-    assert results[0]["values"] == [runner.encode(load_paragraphs()[:3]),
+          [[call_case(0, "load_paragraphs()[:3]", "read_doc_topics('test')[0][:3]")]])],
+        60, 30, 1000)
+    assert group.results[0]["raised"] is None, group
+    assert group.results[0]["values"] == [runner.encode(load_paragraphs()[:3]),
                                     runner.encode(read_doc_topics("test")[0][:3])]
 
 
@@ -702,6 +717,12 @@ def test_grading_refuses_to_run_without_a_sandbox(tmp_path, monkeypatch):
                                                    r"submissions you trust, pass --unsafe"):
         sandbox.check_sandbox()
     sandbox.check_sandbox(unsafe=True)  # the caller's explicit choice
+
+
+def call_case(number, *calls):
+    """A case request as grading sends it: calls on the namespace, each checked, no inputs."""
+    return {"id": number, "question": f"q{number}", "scope": None,
+            "steps": [{"call": call, "inputs": None, "want": True} for call in calls]}
 
 
 # --- grading a batch: issue 6's broken submissions and issue 14's cheats -------------------
@@ -1226,9 +1247,9 @@ def test_feedback_shows_failing_public_cases_and_names_hidden_ones_by_message(ba
     files = {path.stem for path in (out / "feedback").iterdir()}
     assert files == ids(rows)
     text = (out / "feedback" / "raises.md").read_text()
-    assert text.startswith("# sample: raises\n\nScore: 3 of 6 points (graded in ")
-    assert "Cells that raised an error:\n\n- code cell 3 (the answer to q2_nw): ZeroDivisionError: " \
-           "division by zero\n" in text
+    assert text.startswith("# sample: raises\n\nScore: 3 of 6 points.\n")  # no timing
+    assert "Cells that raised an error:\n\n```text\ncode cell 3 (the answer to q2_nw): " \
+           "ZeroDivisionError: division by zero\n```\n" in text
     assert "## q2_nw: 0 of 3 points" in text
     assert "      >>> nw_predict(np.array([0.0, 1.0]), np.array([0.0, 1.0]), np.array([0.5]))\n" \
            "      expected: [0.5]\n" \

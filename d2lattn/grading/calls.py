@@ -24,7 +24,6 @@ import ast
 from dataclasses import dataclass, field
 
 INPUT = "__in{}"  # the name of the k-th input of a case in the sandbox
-KEPT = (ast.Constant, ast.JoinedStr, ast.FormattedValue)  # never an input as a whole
 SCOPES = (ast.Lambda, ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp)
 
 
@@ -142,6 +141,13 @@ def _call(tree, local, count, number):
     return ast.unparse(ast.fix_missing_locations(call)), inputs
 
 
+def _literal(node):
+    """True for what stays as written: a constant (-1 too), an f-string or a part of one."""
+    if isinstance(node, ast.UnaryOp) and isinstance(node.operand, ast.Constant):
+        return True
+    return isinstance(node, (ast.Constant, ast.JoinedStr, ast.FormattedValue))
+
+
 class _Inputs(ast.NodeTransformer):
     """Replace each largest sub-expression that names nothing of ``local`` (nor a name a
     lambda or comprehension binds inside it) by an input."""
@@ -150,7 +156,7 @@ class _Inputs(ast.NodeTransformer):
         self.local, self.inputs, self.count = set(local), inputs, count
 
     def visit(self, node):
-        if isinstance(node, ast.expr) and not isinstance(node, KEPT) \
+        if isinstance(node, ast.expr) and not _literal(node) \
                 and isinstance(getattr(node, "ctx", ast.Load()), ast.Load) \
                 and self._free(node):
             name = INPUT.format(self.count[0])
