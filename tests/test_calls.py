@@ -26,12 +26,23 @@ def test_setup_runs_beside_the_master_and_the_call_gets_inputs_and_scope():
         ">>> X = np.random.normal(size=(3, 5))\n"
         ">>> def reference(X):\n...     return X\n"
         ">>> softmax(X * 2, axis=-1)[:, 1]\n"
+        "reference(X)\n"
+        ">>> softmax(X)\n"
         "reference(X)\n"), ANSWERS)
-    setup, helper, call = plan.steps
+    setup, helper, first, later = plan.steps
     assert (setup.call, helper.call) == (None, None)  # beside the master only
-    assert call.call == "softmax(X * 2, axis=-1)[:, 1]" and call.inputs == []
+    assert first.call == "softmax(__in0, axis=-1)[:, 1]" and first.inputs == [("__in0",
+                                                                                "X * 2")]
+    assert later.call == "softmax(X)" and later.inputs == []  # X may have changed: by name
     assert plan.scope == ["X"]  # its value is sent, never the code that made it
-    assert "reference" not in call.call + str(call.inputs) + str(plan.scope)
+    assert "reference" not in str([(s.call, s.inputs) for s in plan.steps] + plan.scope)
+
+
+def test_a_setup_value_inside_an_input_of_the_first_call_is_never_sent():
+    """``double(logits / 2)`` expecting ``logits``: the sandbox gets ``logits / 2`` only."""
+    plan = calls.plan(examples(">>> logits = f(2)\n>>> softmax(logits / 2)\nlogits\n"),
+                      ANSWERS)
+    assert plan.steps[1].call == "softmax(__in0)" and plan.scope == []
 
 
 def test_every_part_that_names_no_answer_becomes_an_input():
@@ -39,9 +50,10 @@ def test_every_part_that_names_no_answer_becomes_an_input():
         ">>> [a.ctx for a in nw(np.array([0.0, 1.0], ctx=mx.cpu(1)), xs)], float(answer_q4)\n"
         "[1]\n"), ANSWERS)
     step, = plan.steps
-    assert step.call == "([a.ctx for a in nw(__in0, __in1)], __in2(answer_q4))"
-    assert step.inputs == [("__in0", "np.array([0.0, 1.0], ctx=mx.cpu(1))"), ("__in1", "xs"),
-                           ("__in2", "float")]
+    assert step.call == ("([a.ctx for a in nw(__in0([0.0, 1.0], ctx=__in1(1)), __in2)], "
+                         "__in3(answer_q4))")  # in a comprehension: references only
+    assert step.inputs == [("__in0", "np.array"), ("__in1", "mx.cpu"), ("__in2", "xs"),
+                           ("__in3", "float")]
     assert plan.scope == []
 
 
@@ -55,7 +67,7 @@ def test_lambdas_loops_and_helpers_that_drive_the_answer_are_sent_with_their_inp
         "(3, '1.00')\n"), ANSWERS)
     _, helper, record, check = plan.steps
     assert helper.call == ("def counts(n):\n    seen = [softmax(rng.random()) for _ in "
-                           "__in0(n)]\n    return __in1(seen)")  # n, seen, _: local names
+                           "__in0(n)]\n    return __in1(seen)")  # called each time, by name
     assert helper.inputs == [("__in0", "range"), ("__in1", "len")]
     assert record.call == "with __in2():\n    y = nw(lambda x: softmax(x + __in3), __in4)"
     assert record.inputs == [("__in2", "autograd.record"), ("__in3", "offset"),

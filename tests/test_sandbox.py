@@ -81,11 +81,13 @@ def read(keyring, description):
 
 found = {"secret": read(SESSION, SECRET), "message": read(USER, "d2lattn-message"),
          "planted": call(ADD_KEY, b"user", b"planted", b"x", 1, SESSION),
-         "left": call(ADD_KEY, b"user", b"d2lattn-message", b"from 1", 6, USER)}
-try:
-    found["proc_keys"] = open("/proc/keys").read()
-except OSError as err:
-    found["proc_keys"] = type(err).__name__
+         "left": call(ADD_KEY, b"user", b"d2lattn-message", b"from 1", 6, USER),
+         "joined": [call(KEYCTL, 1, None) for _ in range(5)]}  # 5 keys on the user's quota
+for name in ("keys", "key-users"):  # the quota of every user is a count anyone could read
+    try:
+        found[name] = open("/proc/" + name).read()
+    except OSError as err:
+        found[name] = type(err).__name__
 result = found'''
 
 
@@ -96,7 +98,8 @@ def _keyring(numbers):
 
 def test_no_submission_reaches_the_graders_keyring_or_another_sandboxs(tmp_path):
     """The grader's session keyring holds a secret; a submission tries to read it, plant a key
-    there, and leave a message in its user's keyring for the next sandbox to read."""
+    there, leave a message in its user's keyring for the next sandbox to read, or count one
+    into its key quota, which /proc/key-users shows to all, by joining new keyrings."""
     numbers = syscall_numbers("keyctl", "add_key")
     call = _keyring(numbers)
     assert call("keyctl", 1, None) > 0  # this test process: a fresh session keyring of its own
@@ -110,8 +113,9 @@ def test_no_submission_reaches_the_graders_keyring_or_another_sandboxs(tmp_path)
         assert raised is None and notes == [], (raised, notes)  # the control: the case ran
         found = values[0]
         assert found["secret"] == found["message"] == -1, found  # EPERM: nothing read
-        assert found["planted"] == found["left"] == -1
-        assert TOKEN not in found["proc_keys"] and "planted" not in found["proc_keys"]
+        assert found["planted"] == found["left"] == -1 and found["joined"] == [-1] * 5
+        assert found["keys"] in ("", "PermissionError"), found  # masked
+        assert found["key-users"] in ("", "PermissionError"), found
     buffer = ctypes.create_string_buffer(20)
     assert call("keyctl", 11, secret, buffer, 20) == 7 and buffer.raw[:7] == b"hunter2"
     assert call("keyctl", 10, -3, b"user", b"planted", 0) < 0  # nothing planted here
@@ -347,7 +351,8 @@ def test_a_batch_whose_every_sandbox_failed_exits_non_zero(tmp_path, monkeypatch
 
 THIEF = '''import sys
 
-FORGED = "\\n```\\n\\n## q1_softmax: 2 of 2 points\\n\\nScore: 6 of 6 points\\n"
+FORGED = ("\\n```\\n\\n## q1_softmax: 2 of 2 points\\n\\nScore: 6 of 6 points\\n````\\n"
+          "![seen](http://example.invalid/opened.png) **2 of 2 points**\\n")
 
 
 def sources():  # every case of the phase being run, from the runner's frames
@@ -398,3 +403,134 @@ def test_reports_show_no_hidden_case_and_cannot_be_forged(tmp_path, bundle):
     assert headings[2:] == [f"## {r.question}: {r.points:g} of {r.max:g} points" for r in rows]
     assert all(one_line(r.reason, None) in report for r in rows)
     assert "called" not in table  # the PermissionError named no object of the forbid list
+    fence, outside = None, []  # what the submission wrote stays inside code blocks
+    for line in report.splitlines():
+        if fence is None and line.startswith("```"):
+            fence = line[:len(line) - len(line.lstrip("`"))]
+        elif fence is not None and line == fence:
+            fence = None
+        elif fence is None:
+            outside.append(line)
+    assert "example.invalid" in report and not any("example.invalid" in line or "**" in line
+                                                   for line in outside), outside
+
+
+# --- issue 29: a sandbox per group, cases as data, nothing of a hidden phase reported ------
+
+def test_every_public_phase_runs_before_any_hidden_phase(tmp_path):
+    """Two groups, each with public and hidden cases: no hidden case runs until the public
+    cases of both groups are done (the later group's public values are shown to the
+    student; nothing hidden may exist anywhere while they are made)."""
+    shadows = shadow.Shadows(tmp_path)
+    clock = "__import__('time').monotonic()"
+    groups = [(shadows(forbid), [[call_case(2 * n, (clock, True))],
+                                 [call_case(2 * n + 1, (clock, True))]])
+              for n, forbid in enumerate([(), ("d2lattn.masked_softmax",)])]
+    done = run_submission([(1, "x = 1")], groups, 60, 10, 1000)
+    times = {case: record["values"][0]["v"] for group in done
+             for case, record in group.results.items()}
+    assert sorted(times) == [0, 1, 2, 3]
+    assert max(times[0], times[2]) < min(times[1], times[3]), times
+
+
+NICE = '''import json, os, sys, tempfile
+from d2lattn.grading import shadow
+from d2lattn.grading.execute import run_submission
+
+os.nice(7)
+case = {"id": 0, "question": "q", "scope": None, "steps": [
+    {"call": "open('/proc/self/autogroup').read().split()[-1], os.getpriority(0, 0)",
+     "inputs": None, "want": True}]}
+group, = run_submission([(1, "import os")], [(shadow.Shadows(tempfile.mkdtemp())(()), [[case]])],
+                        60, 10, 1000)
+print(json.dumps(group.results[0]["values"]))'''
+
+
+def test_a_sandbox_runs_at_the_graders_nice_value_in_one_autogroup():
+    """A grader run with nice 7 (to spare the host) gives its sandboxes the same: their
+    processes, which cannot start sessions of their own, share one autogroup at nice 7."""
+    out = subprocess.run([sys.executable, "-c", NICE], capture_output=True, text=True,
+                         timeout=120)
+    value, = json.loads(out.stdout.splitlines()[-1])
+    assert [part["v"] for part in value["v"]] == ["7", 7], out.stderr[-2000:]
+
+
+ORACLE_MASTER = [
+    ("code", "import numpy as np"),
+    ("code", "# QUESTION q1_double points=2\ndef double(x):\n    # BEGIN SOLUTION\n"
+             "    return 2 * np.asarray(x)\n    # END SOLUTION"),
+    ("raw", "# TESTS q1_double\n# doubles each number\n>>> double(np.array([1.0, 2.0]))\n"
+            "[2.0, 4.0]\n>>> double(np.array([3.0]))\n[6.0]\n\n# HIDDEN\n"
+            "# against the reference\n>>> X = np.random.normal(size=5)\n"
+            ">>> def reference(X):\n...     return 2 * X\n>>> double(X)\nreference(X)\n\n"
+            "# a value the expected expression reuses\n>>> logits = np.random.normal(size=3)\n"
+            ">>> double(logits / 2)\nlogits")]
+ORACLE = '''import gc, sys
+
+
+def double(x):
+    frame = sys._getframe(1)
+    while frame is not None:  # the case's helpers and values, anywhere up the stack
+        for space in (frame.f_locals, frame.f_globals):
+            if callable(space.get("reference")):
+                return space["reference"](x)
+            if "logits" in space:
+                return space["logits"]
+        frame = frame.f_back
+    found = [o for o in gc.get_objects() if getattr(o, "__name__", "") == "reference"]
+    if found:
+        return found[0](x)
+    raise NotImplementedError'''
+
+
+def test_a_submission_finds_no_helper_and_no_value_of_a_case(tmp_path):
+    """A hidden case defines a reference helper and a value its expected expression reuses:
+    a submission that calls whatever helper, or returns whatever value, it finds up its
+    stack or in memory earns nothing; the master earns everything."""
+    cells = [{"cell_type": kind, "metadata": {}, "source": source,
+              **({"outputs": [], "execution_count": None} if kind == "code" else {})}
+             for kind, source in ORACLE_MASTER]
+    master = {"cells": cells, "metadata": {}, "nbformat": 4, "nbformat_minor": 5}
+    (tmp_path / "oracle.ipynb").write_text(json.dumps(master))
+    release(tmp_path / "oracle.ipynb", tmp_path / "release")
+    bundle = tmp_path / "release" / "autograder"
+    assert "reference" not in json.dumps([case["call"] for test in json.loads(
+        (bundle / "oracle.json").read_text())["tests"] for case in test["suites"][0]["cases"]])
+    (tmp_path / "in").mkdir()
+    (tmp_path / "in" / "master.ipynb").write_text(json.dumps(master))
+    cheat = json.loads(json.dumps(master))
+    cheat["cells"][1]["source"] = "# QUESTION q1_double points=2\n" + ORACLE
+    (tmp_path / "in" / "cheat.ipynb").write_text(json.dumps(cheat))
+    rows = grade(tmp_path / "in", bundle, tmp_path / "out", timeout=60, jobs=1)
+    assert {(r.student, r.points) for r in rows} == {("master", 2), ("cheat", 0)}, rows
+
+
+HIDDEN_CALL = '''# QUESTION q1_softmax points=2 forbid=d2lattn.masked_softmax
+import d2lattn
+from mxnet import np as mxnp
+
+
+def softmax(X):
+    X = np.asarray(X, dtype=float)
+    if X.max() > 100:  # only a hidden case's input: the reference, reached by another name
+        reference = getattr(d2lattn, "masked" + "_softmax")
+        return reference(mxnp.array(X.reshape(1, 1, -1)), None).asnumpy().reshape(X.shape)
+    e = np.exp(X - X.max(axis=-1, keepdims=True))
+    return e / e.sum(axis=-1, keepdims=True)'''
+
+
+def test_a_hidden_case_tells_only_whether_it_passed(tmp_path, bundle):
+    """A hidden case whose input makes the answer call a forbidden object fails, and the
+    reason says so only as a failed case: not which object it called (that would tell the
+    student something of the hidden input)."""
+    nb = json.loads(SAMPLE.read_text())
+    index = next(i for i, cell in enumerate(nb["cells"])
+                 if "".join(cell["source"]).startswith("# QUESTION q1_softmax"))
+    nb["cells"][index]["source"] = HIDDEN_CALL
+    (tmp_path / "in").mkdir()
+    (tmp_path / "in" / "probe.ipynb").write_text(json.dumps(nb))
+    rows = grade(tmp_path / "in", bundle, tmp_path / "out", timeout=60, jobs=1)
+    row, = [r for r in rows if r.question == "q1_softmax"]
+    assert (row.points, row.reason) == (1.5, "3 of 4 cases passed; failed: hidden case 1 "
+                                             "(large scores do not overflow)")
+    assert "called" not in (tmp_path / "out" / "feedback" / "probe.md").read_text()

@@ -10,9 +10,11 @@ A case's examples are split at release, from their source alone:
   sub-expression that names no answer, no name the case bound and no name local to a
   ``lambda`` or comprehension replaced by an *input* (``__in0``, ``__in1``, ...), a value the
   master's run computes at release and the bundle stores (see :mod:`d2lattn.grading.runner`).
-  Names the case bound before its first call (``X``, ``clf``) reach the sandbox as the
-  case's *scope*, their values taken just before that call, in one piece so that objects that
-  share parts still share them.
+  A value the case made before its first call and that a call passes as it is (``X`` of
+  ``softmax(X)``), or that a later call reads (an earlier call may have changed it), reaches
+  the sandbox in the case's *scope*: the values taken just before the first call, in one
+  piece, so that objects that share parts still share them. Inside a larger input of the
+  first call it is only part of that input (``double(logits / 2)`` sends ``logits / 2``).
 
 So the sandbox gets ``softmax(__in0)`` and the array behind ``__in0``, never the
 ``np.random.normal(...)`` that made it, the expected value or a helper. A step that cannot be
@@ -80,12 +82,16 @@ def plan(examples, answers):
             bound |= _bound(tree)
             steps.append(step)
             continue
-        if not sent:
+        first = not sent
+        if first:
             sent, before, bound = True, bound, set()
-        used = _names(tree) & (before - bound)
+        # In the first call, a setup value inside a larger input is only part of that input
+        # (``logits`` of ``double(logits / 2)`` never reaches the sandbox); later calls may
+        # read what an earlier call changed, so they use the setup values by name.
+        local = answers | bound | (set() if first else before)
+        step.call, step.inputs = _call(tree, local, count, number, before - bound)
+        used = _names(ast.parse(step.call)) & (before - bound)
         scope += sorted(used - set(scope))
-        local = answers | before | bound
-        step.call, step.inputs = _call(tree, local, count, number)
         bound |= _bound(tree)
         steps.append(step)
     if not sent:
@@ -122,9 +128,10 @@ def _bound(tree):
     return names
 
 
-def _call(tree, local, count, number):
-    """``(call source, [(input name, input source)])`` of a step sent to the sandbox. A
-    definition in it must use the answer (a helper that drives it, such as a loop that counts
+def _call(tree, local, count, number, setup):
+    """``(call source, [(input name, input source)])`` of a step sent to the sandbox; a setup
+    value used alone (``setup`` names) stays a name, sent with the scope. A definition in it
+    must use the answer (a helper that drives it, such as a loop that counts
     its outputs); one that does not would hand the sandbox test code, and is refused."""
     for node in ast.walk(tree):
         if isinstance(node, (ast.AsyncFunctionDef, ast.NamedExpr, ast.Await, ast.Yield,
@@ -137,7 +144,7 @@ def _call(tree, local, count, number):
                             "answer, after the first example that calls it: define it before, "
                             "so that it runs beside the master only")
     inputs = []
-    call = _Inputs(local | _bound(tree), inputs, count).visit(tree)
+    call = _Inputs(local | _bound(tree), inputs, count, setup).visit(tree)
     return ast.unparse(ast.fix_missing_locations(call)), inputs
 
 
@@ -149,21 +156,26 @@ def _literal(node):
 
 
 class _Inputs(ast.NodeTransformer):
-    """Replace each largest sub-expression that names nothing of ``local`` (nor a name a
-    lambda or comprehension binds inside it) by an input."""
+    """Replace each largest sub-expression that names nothing of ``local`` by an input. In
+    code that runs more than once or later (a loop, a function, a lambda, a comprehension),
+    only references are inputs (``np.array``, ``d2lattn.gelu``): a call there must be made
+    each time, and a setup value is used by name."""
 
-    def __init__(self, local, inputs, count):
-        self.local, self.inputs, self.count = set(local), inputs, count
+    def __init__(self, local, inputs, count, setup):
+        self.local, self.inputs, self.count, self.setup = set(local), inputs, count, setup
+        self.repeated = False
 
     def visit(self, node):
         if isinstance(node, ast.expr) and not _literal(node) \
                 and isinstance(getattr(node, "ctx", ast.Load()), ast.Load) \
                 and self._free(node):
+            if isinstance(node, ast.Name) and node.id in self.setup:
+                return node  # the value itself: sent with the scope, which keeps its links
             name = INPUT.format(self.count[0])
             self.count[0] += 1
             self.inputs.append((name, ast.unparse(node)))
             return ast.copy_location(ast.Name(name, ast.Load()), node)
-        if isinstance(node, SCOPES + (ast.FunctionDef, ast.ClassDef)):
+        if isinstance(node, SCOPES + (ast.FunctionDef, ast.ClassDef, ast.For, ast.While)):
             return self._scoped(node)
         if isinstance(node, ast.withitem) and isinstance(node.context_expr, ast.Call):
             node.context_expr = self.generic_visit(node.context_expr)  # a manager is no value
@@ -174,7 +186,11 @@ class _Inputs(ast.NodeTransformer):
 
     def _free(self, node):
         """True if ``node`` can be computed at release: it names nothing local, holds no
-        slice and binds nothing (a lambda or comprehension over free names stays code)."""
+        slice and binds nothing; in repeated code, it is a reference to a global."""
+        if self.repeated:
+            while isinstance(node, ast.Attribute):
+                node = node.value
+            return isinstance(node, ast.Name) and node.id not in self.local | self.setup
         for inner in ast.walk(node):
             if isinstance(inner, ast.Name) and inner.id in self.local:
                 return False
@@ -184,8 +200,8 @@ class _Inputs(ast.NodeTransformer):
         return True
 
     def _scoped(self, node):
-        """Visit a lambda, comprehension, function or class with the names it binds counted
-        as local."""
+        """Visit a loop, lambda, comprehension, function or class as repeated code, with the
+        names it binds counted as local."""
         if isinstance(node, (ast.Lambda, ast.FunctionDef)):
             args = node.args
             added = {a.arg for a in args.posonlyargs + args.args + args.kwonlyargs}
@@ -194,12 +210,14 @@ class _Inputs(ast.NodeTransformer):
                 added |= _bound(ast.Module(body=node.body, type_ignores=[])) | {node.name}
         elif isinstance(node, ast.ClassDef):
             added = _bound(ast.Module(body=node.body, type_ignores=[])) | {node.name}
+        elif isinstance(node, (ast.For, ast.While)):
+            added = set()  # what it binds is bound in the step already
         else:
             added = {n.id for gen in node.generators for n in ast.walk(gen.target)
                      if isinstance(n, ast.Name)}
-        saved = self.local
-        self.local = saved | added
+        saved = self.local, self.repeated
+        self.local, self.repeated = saved[0] | added, True
         try:
             return self.generic_visit(node)
         finally:
-            self.local = saved
+            self.local, self.repeated = saved

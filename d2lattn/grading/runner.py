@@ -159,8 +159,8 @@ def main():
         channel.flush()
 
     start = json.loads(inbox.readline())
-    _become(start["uid"])
     _lower_priority(start["nice"])
+    _become(start["uid"])
     _limit_resources(start["limits"])
     _install(start["package"], start["scratch"])
     _register_inputs_module()

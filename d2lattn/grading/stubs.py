@@ -4,8 +4,9 @@ itself and its blank student version, so that no scored case gives points away.
 For each question, each variant rewrites the question cell's answer: every function (and
 every method of a class) returns the same kind of trivial value, and every one-line answer
 ``name = value  # SOLUTION`` gets a trivial value. The kinds: each input unchanged, zeros
-and ones of each input's shape, None, a few constants, and the expected values of the
-question's public examples, replayed whatever the input. An answer that is a tuple (a
+and ones of each input's shape, zeros and ones in the form of the master's own answer (its
+types, shapes, dtypes and contexts: what a format check sees), None, a few constants, and the
+expected values of the question's public examples, replayed whatever the input. An answer that is a tuple (a
 function whose master returns one, a tuple assigned) also gets tuples of each of these.
 """
 import ast
@@ -15,6 +16,8 @@ from .notebook import ONE_LINE
 
 CONSTANTS = (0, 1, -1, 0.5, 2, "")
 PRELUDE = '''def _stub_like(a, fill):
+    if isinstance(a, (tuple, list)):
+        return type(a)(_stub_like(item, fill) for item in a)
     try:
         return a * 0 + fill
     except Exception:
@@ -43,12 +46,15 @@ def variants(source, replays):
     kinds = [(f"returns its input {i + 1} unchanged", ("arg", i)) for i in range(width)]
     kinds += [(f"returns {name} of the shape of its input {i + 1}", (name, i))
               for i in range(width) for name in ("zeros", "ones")]
+    kinds += [(f"returns {name} in the form of the master's answer", ("form", fill))
+              for name, fill in (("zeros", 0), ("ones", 1))]
     kinds += [("returns None", ("value", "None"))]
     kinds += [(f"returns the constant {c!r}", ("value", repr(c))) for c in CONSTANTS]
     kinds += [(f"replays the expected value of public example {k + 1}", ("value", text))
               for k, text in enumerate(map(literal, replays)) if text is not None]
-    kinds += [(f"{label}, as a tuple", (how, what, True)) for label, (how, what) in kinds
-              if _tuples(tree, lines) and not label.startswith("replays")]
+    if _tuples(tree, lines):  # the master's own form is a tuple already
+        kinds += [(f"{label}, as a tuple", (how, what, True)) for label, (how, what) in kinds
+                  if how != "form" and not label.startswith("replays")]
     return [(label, _rewrite(source, kind)) for label, kind in kinds]
 
 
@@ -117,6 +123,9 @@ def _rewrite(source, kind):
     tree = ast.parse(source)
     lines = source.splitlines()
     for node in list(_answers(tree, lines)):
+        if kind[0] == "form":
+            _in_form(node, kind[1])
+            continue
         names = _arguments(node) if isinstance(node, ast.FunctionDef) else []
         value = _value(kind[:2], names)
         if len(kind) > 2:
@@ -126,6 +135,23 @@ def _rewrite(source, kind):
         else:
             node.value = ast.parse(value, mode="eval").body
     return PRELUDE + "\n" + ast.unparse(ast.fix_missing_locations(tree))
+
+
+def _in_form(node, fill):
+    """Make an answer return ``fill`` in the form of the master's own answer: the same types,
+    shapes, dtypes and contexts (a format check passes), values all ``fill``."""
+    if not isinstance(node, ast.FunctionDef):
+        node.value = ast.Call(ast.Name("_stub_like", ast.Load()),
+                              [node.value, ast.Constant(fill)], [])
+        return
+    args = node.args
+    master = ast.FunctionDef("_master", args, node.body, [], None, type_params=[])
+    call = [a.arg for a in args.posonlyargs + args.args]
+    call += [f"*{args.vararg.arg}"] if args.vararg else []
+    call += [f"{a.arg}={a.arg}" for a in args.kwonlyargs]
+    call += [f"**{args.kwarg.arg}"] if args.kwarg else []
+    node.body = [master, ast.parse(f"return _stub_like(_master({', '.join(call)}), {fill})")
+                 .body[0]]
 
 
 def _value(kind, names):
