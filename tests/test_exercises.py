@@ -4,6 +4,7 @@ no scored case expects a verdict or a form; here the committed copies in exercis
 must be exactly what release writes, hold no hidden test, no solution, no MyST role and no raw
 label, no forbidden body is reachable, the book links to student notebooks only, and the
 package's wheel holds no master."""
+import importlib
 import inspect
 import json
 import re
@@ -20,6 +21,7 @@ import pytest
 import d2lattn
 from d2lattn.grading import cases, release, shadow, student, stubs
 from d2lattn.grading import forbid as forbid_module
+from d2lattn.grading.callgraph import call_graph
 from d2lattn.grading.notebook import cell_source, parse_options, question_header
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -188,15 +190,21 @@ def test_no_forbidden_body_is_reachable(master, tmp_path):
         copy = shadow.shadow_package(forbid, tmp_path / str(number))
         text = {line.strip() for path in copy.rglob("*.py")
                 for line in path.read_text().splitlines()}
-        objects = [shadow._resolve(name) for name in forbid]
+        objects = [resolved(name) for name in forbid]
         objects += [helper for obj in objects if inspect.isfunction(obj)  # what it delegates to
                     for helper in delegates(obj)] + \
-            [shadow._resolve(name) for name in forbid_module.body(forbid)[0]]
+            [resolved(name) for name in forbid_module.body(forbid)[0]]
         for obj in objects:  # its lines found nowhere else in the package
             own = [line.strip() for line in inspect.getsource(obj).splitlines()[1:]
                    if len(line.strip()) > 20 and lines[line.strip()] == 1]
             leaked = [line for line in own if line in text]
             assert not leaked, (forbid, obj.__name__, leaked[:3])
+
+
+def resolved(dotted):
+    """The object a forbid list's dotted name stands for."""
+    module, name = call_graph().resolve(dotted)
+    return getattr(importlib.import_module(module), name)
 
 
 def delegates(function):

@@ -595,6 +595,31 @@ def test_shadow_package_holds_stubs_and_not_the_forbidden_code(tmp_path):
         (Path(d2lattn.__file__).parent / "pooling.py").read_text()
     with pytest.raises(ValueError, match="forbid names 'd2lattn.no_such_thing', which is not"):
         shadow.shadow_package(["d2lattn.no_such_thing"], tmp_path / "x")
+    lm = shadow.shadow_package(["d2lattn.data.lm.ngram_probs"], tmp_path / "lm")  # any module
+    assert "def ngram_probs(*args, **kwargs):\n    raise PermissionError(" in \
+        (lm / "data" / "lm.py").read_text()
+
+
+MODELS = {"attention", "bert", "decoding", "gpt", "pooling", "positional", "seq2seq",
+          "transformer", "train", "data", "text", "metrics", "plotting"}
+
+
+def test_the_grader_imports_no_model_module_and_no_private_name_of_another_module():
+    """Imports run one way: the grader reads the package's source (its call graph) but
+    imports none of its model modules, and no module takes another's private name."""
+    for path in (Path(d2lattn.__file__).parent / "grading").glob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom):
+                source = ("." * node.level) + (node.module or "")
+                assert not (source.startswith("..") and source.strip(".").split(".")[0]
+                            in MODELS), (path.name, source)
+                assert source != "d2lattn" and not source.startswith("d2lattn.") or \
+                    source.startswith("d2lattn.grading"), (path.name, source)
+                assert not any(alias.name.startswith("_") for alias in node.names), \
+                    (path.name, [alias.name for alias in node.names])
+            elif isinstance(node, ast.Import):
+                assert not any(alias.name.startswith("d2lattn.") and alias.name.split(".")[1]
+                               in MODELS for alias in node.names), path.name
 
 
 GROUP_TRACES = '''import glob, os, time

@@ -23,7 +23,7 @@ from .._checks import check_int, check_positive
 from .cases import (call_request, case_label, format_report, format_tally, in_case,
                     is_format, judge, numbered, parse_case, tally)
 from .execute import NO_RUN, run_submission
-from .forbid import forbidden_uses
+from .forbid import forbidden_message, forbidden_uses
 from .gradebook import (Row, Student, changes, gradebook, read_roster, read_rows, read_skipped,
                         read_students, replaced, write_exports, write_grades, write_run,
                         write_table)
@@ -34,7 +34,6 @@ from .submissions import MAX_BYTES, MAX_CODE, find_submissions, in_shard, name_s
 from .values import one_line
 
 NOTEBOOK_BUDGET = 300  # seconds of a notebook's run: all its groups of questions together
-FORBIDDEN = "PermissionError: {} is forbidden in this question"  # what a stub raises
 
 
 def grade(submissions, bundle, out, assignment=None, timeout=NOTEBOOK_BUDGET, case_timeout=10,
@@ -285,7 +284,7 @@ def _score(test, present, uses, outcome, notes):
     passed = sum(case["passed"] for case in scored)
     raised = [case["raised"] or "" for case in outcome]  # public cases only
     called = [name for name in sorted(test["forbid"])  # named by the bundle, not the sandbox
-              if any(text.startswith(FORBIDDEN.format(name)) for text in raised)]
+              if f"PermissionError: {forbidden_message(name)}" in raised]
     extra = [f"called {', '.join(called)}, which this question forbids"] if called else []
     reason = "; ".join([_verdict(outcome)] + extra + notes)
     return name, round(points * passed / max(len(scored), 1), 2), points, reason

@@ -1,8 +1,11 @@
-"""Static detection of forbidden names: a student who must write a function themselves must not
-import the package's reference implementation instead."""
+"""Forbidden names: where a student's code names one (a static scan of the cells), what a
+forbidden object's stub says, and which private helpers do a forbidden object's work (read
+from the package's call graph, :mod:`d2lattn.grading.callgraph`), so that they are stubbed
+with it."""
 import ast
 import re
-import textwrap
+
+from .callgraph import call_graph
 
 MAGIC = re.compile(r"^(\s*)[%!].*$", re.M)  # IPython magics and shell lines are not Python
 
@@ -71,6 +74,11 @@ def _root(node):
     return node.id if isinstance(node, ast.Name) else None
 
 
+def forbidden_message(dotted):
+    """What a forbidden object's stub raises (a PermissionError) when it is called."""
+    return f"{dotted} is forbidden in this question: it asks you to write it yourself"
+
+
 def body(forbid, allow=()):
     """``(helpers, users)`` for the d2lattn objects named in ``forbid`` (dotted names).
 
@@ -84,12 +92,12 @@ def body(forbid, allow=()):
     working with those helpers (``ScoredAttention`` when ``masked_softmax`` is forbidden).
     Validators (``_check...``) check arguments and compute nothing: never stubbed.
     """
-    graph = _graph()
-    forbidden = {graph.named(name) for name in forbid}
+    graph = call_graph()
+    forbidden = {graph.resolve(name) for name in forbid}
     dead = {node for node in graph.nodes if graph.reaches(node, forbidden)}
     mine = set().union(*(graph.helpers(node) for node in forbidden))
     alive = {node: graph.helpers(node) for node in graph.public - dead}
-    allowed = set().union(*(graph.helpers(graph.named(name)) | {graph.named(name)}
+    allowed = set().union(*(graph.helpers(graph.resolve(name)) | {graph.resolve(name)}
                             for name in allow))
     work = {h for node in forbidden for h in graph.helpers(node)
             if graph.size(h) >= graph.size(node)} - allowed
@@ -97,112 +105,11 @@ def body(forbid, allow=()):
     users = {}
     for node, reached in alive.items():
         for helper in reached & work:
-            users.setdefault(graph.dotted(helper), []).append(graph.dotted(node))
+            users.setdefault(_dotted(helper), []).append(_dotted(node))
     helpers = (mine - shared) | work
-    return sorted(graph.dotted(h) for h in helpers), \
+    return sorted(_dotted(h) for h in helpers), \
         {helper: sorted(names) for helper, names in sorted(users.items())}
 
 
-class _Graph:
-    """The top-level functions and classes of d2lattn's model modules and the d2lattn objects
-    each one names in its code (its edges)."""
-
-    def __init__(self):
-        import inspect
-        import sys
-
-        import d2lattn
-        import d2lattn.data.pretrain  # noqa: F401 - modules the package does not import itself
-        import d2lattn.gpt  # noqa: F401
-
-        self.nodes = {}
-        for name, module in list(sys.modules.items()):
-            if not name.startswith("d2lattn.") or name.startswith("d2lattn.grading"):
-                continue
-            for attr, obj in vars(module).items():
-                if (inspect.isfunction(obj) or inspect.isclass(obj)) \
-                        and obj.__module__ == name and obj.__name__ == attr:
-                    self.nodes[(name, attr)] = obj
-        self.edges = {node: self._names(node) for node in self.nodes}
-        self.public = {node for node in self.nodes
-                       if not node[1].startswith("_") and not _private_module(node[0])}
-        self.top = d2lattn
-
-    def _names(self, node):
-        import inspect
-        import sys
-
-        try:
-            tree = ast.parse(textwrap.dedent(inspect.getsource(self.nodes[node])))
-        except (OSError, TypeError, SyntaxError):
-            return set()
-        module = sys.modules[node[0]]
-        found = set()
-        for name in {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)}:
-            obj = getattr(module, name, None)
-            target = (getattr(obj, "__module__", None), getattr(obj, "__name__", None))
-            if target in self.nodes and target != node:
-                found.add(target)
-        return found
-
-    def size(self, node):
-        """Lines of code of an object, its docstrings and blank lines left out."""
-        import inspect
-
-        try:
-            tree = ast.parse(textwrap.dedent(inspect.getsource(self.nodes[node])))
-        except (OSError, TypeError, SyntaxError):
-            return 0
-        docs = {n.body[0].value.lineno for n in ast.walk(tree)
-                if isinstance(n, (ast.FunctionDef, ast.ClassDef)) and n.body
-                and isinstance(n.body[0], ast.Expr) and isinstance(n.body[0].value, ast.Constant)}
-        lines = set()
-        for n in ast.walk(tree):
-            if isinstance(n, ast.stmt) and not (isinstance(n, ast.Expr) and n.lineno in docs):
-                lines.add(n.lineno)
-        return len(lines)
-
-    def named(self, dotted):
-        from .shadow import _resolve
-
-        obj = _resolve(dotted)
-        return obj.__module__, obj.__name__
-
-    def dotted(self, node):
-        return f"{node[0]}.{node[1]}"
-
-    def reaches(self, start, targets):
-        """True if ``start`` is one of ``targets`` or names one, directly or not."""
-        seen, todo = set(), [start]
-        while todo:
-            node = todo.pop()
-            if node in targets:
-                return True
-            if node not in seen:
-                seen.add(node)
-                todo += self.edges.get(node, ())
-        return False
-
-    def helpers(self, start):
-        """The private helpers ``start`` reaches through private helpers, validators left out."""
-        seen, todo = set(), list(self.edges.get(start, ()))
-        while todo:
-            node = todo.pop()
-            if node in seen or not node[1].startswith("_") or node[1].startswith("_check"):
-                continue
-            seen.add(node)
-            todo += self.edges.get(node, ())
-        return seen
-
-
-def _private_module(name):
-    return any(part.startswith("_") for part in name.split(".")[1:])
-
-
-_GRAPH = []
-
-
-def _graph():
-    if not _GRAPH:
-        _GRAPH.append(_Graph())
-    return _GRAPH[0]
+def _dotted(node):
+    return f"{node[0]}.{node[1]}"

@@ -38,6 +38,7 @@ import time
 from pathlib import Path
 
 from . import runner, syscalls
+from .callgraph import PACKAGE
 
 RUNNER = Path(runner.__file__).read_text(encoding="utf-8")
 LIMITS = {"RLIMIT_AS": 6 << 30, "RLIMIT_FSIZE": 64 << 20, "RLIMIT_CORE": 0,
@@ -169,9 +170,7 @@ def _bwrap_args(seccomp_fd):
         args += _new_parents(path, binds) + ["--ro-bind", path, path]
     for link, target in _links(binds):
         args += _new_parents(link, binds) + ["--symlink", target, link]
-    import d2lattn
-
-    package = str(Path(d2lattn.__file__).resolve().parent)
+    package = str(PACKAGE)
     if _inside(package, binds + ["/usr"]):
         args += ["--tmpfs", package]  # an installed d2lattn: hidden, its copy comes as data
     return args

@@ -3,9 +3,11 @@ that raises, so that its code is nowhere in the sandbox (see :mod:`d2lattn.gradi
 import ast
 import base64
 import shutil
-import sys
 import threading
 from pathlib import Path
+
+from .callgraph import PACKAGE, call_graph
+from .forbid import body, forbidden_message
 
 
 def shadow_package(forbid, folder):
@@ -13,17 +15,12 @@ def shadow_package(forbid, folder):
     private helpers that only it uses (:func:`d2lattn.grading.forbid.body`), replaced by a stub
     that raises PermissionError; return the copy's path. Raises ValueError for a name that is
     not a function or class defined at the top of a d2lattn module."""
-    import d2lattn
-
-    from .forbid import body
-
-    source = Path(d2lattn.__file__).resolve().parent
     target = Path(folder) / "d2lattn"
-    shutil.copytree(source, target, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+    shutil.copytree(PACKAGE, target, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
     stubs = {}
     for dotted in list(forbid) + (body(forbid)[0] if forbid else []):
-        obj = _resolve(dotted)
-        stubs.setdefault(obj.__module__, {})[obj.__name__] = dotted
+        module, name = call_graph().resolve(dotted)
+        stubs.setdefault(module, {})[name] = dotted
     for module, names in stubs.items():
         path = target.joinpath(*module.split(".")[1:])
         path = path / "__init__.py" if path.is_dir() else path.with_suffix(".py")
@@ -51,36 +48,13 @@ class Shadows:
             return self.made[key]
 
 
-def _resolve(dotted):
-    import d2lattn
-
-    import d2lattn.data.pretrain  # noqa: F401 - modules the package does not import itself
-    import d2lattn.gpt  # noqa: F401
-
-    parts = dotted.split(".")
-    obj = d2lattn if parts[0] == "d2lattn" else None
-    for part in parts[1:]:
-        obj = getattr(obj, part, None)
-    if obj is None and len(parts) == 2:  # d2lattn.<name> of a module: the only one defining it
-        found = {id(o): o for name, module in list(sys.modules.items())
-                 if name.startswith("d2lattn.") for o in [getattr(module, parts[1], None)]
-                 if o is not None}
-        obj = next(iter(found.values())) if len(found) == 1 else None
-    if not (callable(obj) and getattr(obj, "__module__", "").startswith("d2lattn.")
-            and getattr(sys.modules[obj.__module__], obj.__name__, None) is obj):
-        raise ValueError(f"forbid names {dotted!r}, which is not a function or class defined "
-                         "at the top of a d2lattn module")
-    return obj
-
-
 def _stubbed(text, names):
     """Module source with the top-level definitions of ``names`` replaced by raising stubs."""
     lines = text.splitlines()
     for node in sorted(ast.parse(text).body, key=lambda n: n.lineno, reverse=True):
         if isinstance(node, (ast.FunctionDef, ast.ClassDef)) and node.name in names:
             start = min([node.lineno] + [d.lineno for d in node.decorator_list]) - 1
-            message = (f"{names[node.name]} is forbidden in this question: it asks you "
-                       "to write it yourself")
+            message = forbidden_message(names[node.name])
             body = (f"def {node.name}(*args, **kwargs):\n    raise PermissionError({message!r})"
                     if isinstance(node, ast.FunctionDef) else
                     f"class {node.name}:\n"  # instances may exist; using one raises
