@@ -15,7 +15,16 @@ import math
 from .notebook import ONE_LINE
 
 CONSTANTS = (0, 1, -1, 0.5, 2, "")
-PRELUDE = '''def _stub_like(a, fill):
+PRELUDE = '''def _stub_copy(a):
+    import copy
+
+    try:
+        return copy.deepcopy(a)
+    except Exception:
+        return a
+
+
+def _stub_like(a, fill):
     if isinstance(a, (tuple, list)):
         return type(a)(_stub_like(item, fill) for item in a)
     try:
@@ -139,19 +148,22 @@ def _rewrite(source, kind):
 
 def _in_form(node, fill):
     """Make an answer return ``fill`` in the form of the master's own answer: the same types,
-    shapes, dtypes and contexts (a format check passes), values all ``fill``."""
+    shapes, dtypes and contexts (a format check passes), values all ``fill``. The master runs
+    on copies of the inputs, so that its work on them (weights an attention layer keeps) is
+    not the stub's, and what it raises (a check of its inputs) the stub does not."""
     if not isinstance(node, ast.FunctionDef):
         node.value = ast.Call(ast.Name("_stub_like", ast.Load()),
                               [node.value, ast.Constant(fill)], [])
         return
     args = node.args
     master = ast.FunctionDef("_master", args, node.body, [], None, type_params=[])
-    call = [a.arg for a in args.posonlyargs + args.args]
-    call += [f"*{args.vararg.arg}"] if args.vararg else []
-    call += [f"{a.arg}={a.arg}" for a in args.kwonlyargs]
-    call += [f"**{args.kwarg.arg}"] if args.kwarg else []
-    node.body = [master, ast.parse(f"return _stub_like(_master({', '.join(call)}), {fill})")
-                 .body[0]]
+    call = [f"_stub_copy({a.arg})" for a in args.posonlyargs + args.args]
+    call += [f"*_stub_copy({args.vararg.arg})"] if args.vararg else []
+    call += [f"{a.arg}=_stub_copy({a.arg})" for a in args.kwonlyargs]
+    call += [f"**_stub_copy({args.kwarg.arg})"] if args.kwarg else []
+    node.body = [master] + ast.parse(f"try:\n    form = _master({', '.join(call)})\n"
+                                     f"except Exception:\n    return {fill}\n"
+                                     f"return _stub_like(form, {fill})").body
 
 
 def _value(kind, names):
