@@ -233,16 +233,31 @@ def check_bert_inputs(encoder, tokens, segments, valid_lens):
     most ``encoder.max_len`` steps, that ``encoder.token_embedding`` and
     ``encoder.segment_embedding`` have rows for, and ``valid_lens`` None or (batch,)
     integers in [0, steps]."""
-    from mxnet import np
     check_tokens("tokens", tokens, valid_lens)
-    if not isinstance(segments, np.ndarray) or segments.shape != tokens.shape:
-        raise ValueError(f"segments must be an mxnet array shaped like tokens "
-                         f"{tokens.shape}, got {getattr(segments, 'shape', segments)}")
+    check_shaped_like("segments", segments, "tokens", tokens.shape)
     if tokens.shape[1] > encoder.max_len:
         raise ValueError(f"tokens has {tokens.shape[1]} steps, more than max_len = "
                          f"{encoder.max_len} learned positions")
     check_token_ids("tokens", tokens, encoder.token_embedding)
     check_token_ids("segments", segments, encoder.segment_embedding)
+
+
+def check_shaped_like(name, x, like, shape):
+    """Raise unless ``x`` is an mxnet.np array of ``shape``, that of the array ``like`` (a
+    name)."""
+    from mxnet import np
+    if not isinstance(x, np.ndarray) or x.shape != shape:
+        raise ValueError(f"{name} must be an mxnet array shaped like {like} {shape}, got "
+                         f"{getattr(x, 'shape', x)!r:.80} ({type(x).__name__})")
+
+
+def check_segment_pairs(X, segments, valid_lens):
+    """Raise unless ``X`` is (batch, steps, d) floats, ``segments`` (batch, steps) of 0 (the
+    first text) and 1 (the second) and ``valid_lens`` (batch,) integers in [0, steps]."""
+    check_hidden_states("X", X)
+    check_lengths("valid_lens", valid_lens, X.shape[0], X.shape[1])
+    check_shaped_like("segments", segments, "the steps of X", X.shape[:2])
+    check_integers("segments", segments, 0, 1, " (0: the first text, 1: the second)")
 
 
 def check_sampling(logits, temperature, top_k, top_p):

@@ -52,6 +52,14 @@ def test_mean_pool_ignores_padding_and_gives_zeros_for_length_zero():
     assert (pooled[2] == 0).all()
 
 
+def test_mean_pool_of_float16_sums_in_float32():
+    """100 values of 1000 sum to 1e5, beyond float16's 65504: the mean used to be inf."""
+    X = onp.concatenate([onp.full((1, 100, 2), 1000.0), onp.full((1, 3, 2), 7.0)], axis=1)
+    pooled = mean_pool(np.array(X, dtype="float16"), np.array([101]))
+    assert pooled.dtype == onp.float16
+    onp.testing.assert_allclose(pooled.asnumpy(), X[:, :101].mean(axis=1), rtol=1e-3)
+
+
 def test_a_pretrained_pooler_is_shared_not_copied():
     model = BERTModel(VOCAB, D, FFN, HEADS, BLKS, 0.0, MAX_LEN)
     net = BERTClassifier(model.encoder, 2, 0.0, pooler=model.hidden)
