@@ -78,7 +78,9 @@ class MaskedSoftmaxCELoss(gluon.nn.Block):
 
     pred: (batch, steps, vocab) float logits; label: (batch, steps) ids in [0, vocab);
     valid_len: (batch,) integers in [0, steps]. Returns (batch,) sums; divide their total by
-    ``valid_len.sum()`` for the loss per token. The logits of padded steps are replaced
+    ``valid_len.sum()`` for the loss per token. Float16 logits are computed in float32
+    (float16 sums saturate: over BERT's 30,522 classes they give 7.6 for log 30522 = 10.3)
+    and give float32 sums. The logits of padded steps are replaced
     before the softmax, so whatever they hold (-inf, NaN) the loss and its gradient stay
     finite. At valid steps the loss is PyTorch's: NaN for a NaN or +inf logit, inf for a
     -inf logit at the label (with label smoothing, at any class).
@@ -93,6 +95,7 @@ class MaskedSoftmaxCELoss(gluon.nn.Block):
 
     def forward(self, pred, label, valid_len):
         check_sequence_loss(pred, label, valid_len)
+        pred = pred.astype("float32") if pred.dtype == onp.float16 else pred
         if 0 in pred.shape[:2]:  # no token: zero losses, without an operator on empty arrays
             return np.zeros(pred.shape[:1], dtype=pred.dtype, ctx=pred.ctx)
         steps = np.arange(pred.shape[1], ctx=pred.ctx).reshape(1, -1)
@@ -128,13 +131,11 @@ def _sum_last_axis(x, mean=False):
     the reduction's); elsewhere MXNet's reduction, bit for bit."""
     reduced = x.mean(axis=-1) if mean else x.sum(axis=-1)
     plain = _dot_last_axis(x, 1 / x.shape[-1] if mean else 1)
-    return np.where(np.isinf(plain), plain.astype(x.dtype), reduced)
+    return np.where(np.isinf(plain), plain, reduced)
 
 
 def _dot_last_axis(x, fill):
-    """``x`` (float16 as float32, whose sums do not overflow) times a vector of ``fill`` over
-    its last axis."""
-    x = x if x.dtype != onp.float16 else x.astype("float32")
+    """``x`` times a vector of ``fill`` over its last axis."""
     return np.dot(x, np.full(x.shape[-1:], fill, dtype=x.dtype, ctx=x.ctx))
 
 
