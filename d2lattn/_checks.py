@@ -29,12 +29,19 @@ def check_rate(name, value):
     return float(value)
 
 
-def check_float_array(name, x):
-    """Raise unless ``x`` is an mxnet.np array of floating-point numbers."""
+def check_ndarray(name, x):
+    """``x`` after checking that it is an mxnet.np array (not NumPy's, not a list)."""
     from mxnet import np  # here, not at the top: the package applies its numpy shim first
     if not isinstance(x, np.ndarray):
-        raise TypeError(f"{name} must be an mxnet.np.ndarray, got {type(x).__name__}")
-    if not onp.issubdtype(x.dtype, onp.floating):
+        hint = " from NumPy: convert it with mxnet.np.array()" \
+            if isinstance(x, onp.ndarray) else ""
+        raise TypeError(f"{name} must be an mxnet.np.ndarray, got {type(x).__name__}{hint}")
+    return x
+
+
+def check_float_array(name, x):
+    """Raise unless ``x`` is an mxnet.np array of floating-point numbers."""
+    if not onp.issubdtype(check_ndarray(name, x).dtype, onp.floating):
         raise TypeError(f"{name} must hold floating-point numbers, got dtype "
                         f"{onp.dtype(x.dtype).name}")
     return x
@@ -46,7 +53,7 @@ def check_integers(name, x, low, high, what=""):
     One copy to the host, returned as float64 NumPy. ``what`` ends the message, e.g.
     " (token ids below vocab_size = 10)".
     """
-    values = x.asnumpy()
+    values = check_ndarray(name, x).asnumpy()
     if not onp.issubdtype(values.dtype, onp.number):
         raise TypeError(f"{name} must hold integers, got dtype {values.dtype.name}")
     values = values.astype("float64")
@@ -79,9 +86,7 @@ def check_array(name, x, ndim=None, axes=None):
     axis: zero-size arrays are refused before an MXNet operator sees them (some operators
     crash on them or leave the engine broken for the next, unrelated call). ``axes`` names
     the ``ndim`` axes in the message, e.g. "(batch, steps) token ids"."""
-    from mxnet import np
-    if not isinstance(x, np.ndarray):
-        raise TypeError(f"{name} must be an mxnet.np.ndarray, got {type(x).__name__}")
+    check_ndarray(name, x)
     if ndim is not None and x.ndim != ndim:
         raise ValueError(f"{name} must be {axes or f'{ndim}-D'}, got shape {x.shape}")
     if 0 in x.shape:
@@ -94,10 +99,7 @@ def check_lengths(name, lens, batch, steps, what=None):
     [0, ``steps``] (any numeric dtype: 3.0 is fine, 2.5, -1, NaN and inf are not).
     ``what`` ends the message (default: " (the number of steps, <steps>)"). Returns them as
     float64 NumPy."""
-    from mxnet import np
-    if not isinstance(lens, np.ndarray):
-        raise TypeError(f"{name} must be an mxnet.np.ndarray, got {type(lens).__name__}")
-    if lens.shape != (batch,):
+    if check_ndarray(name, lens).shape != (batch,):
         raise ValueError(f"{name} must have shape ({batch},), got {lens.shape}")
     return check_integers(name, lens, 0, steps, what or f" (the number of steps, {steps})")
 

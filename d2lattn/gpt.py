@@ -16,8 +16,8 @@ import numpy as onp
 from mxnet import autograd, gluon, np
 from mxnet.gluon import nn
 
-from ._checks import (check_int, check_positive, check_prompt, check_rate, check_sampling,
-                      check_token_ids, check_tokens)
+from ._checks import (check_array, check_context, check_int, check_ndarray, check_positive,
+                      check_prompt, check_rate, check_sampling, check_token_ids, check_tokens)
 from .attention import MultiHeadAttention, _cached_steps
 from .positional import LearnedPositionalEmbedding
 from .train import MaskedSoftmaxCELoss, grad_clipping
@@ -120,12 +120,13 @@ def lm_loss(logits, targets, valid_lens=None):
 
     logits (batch, steps, vocab_size), targets (batch, steps) ids, valid_lens None (every
     target is real) or (batch,): the first valid_lens[i] targets of row i are real, the rest
-    is padding and counts for nothing. A batch with no real target has loss 0.
+    is padding and counts for nothing. A batch with no real target has loss 0. Both are
+    float32 for float16 logits too (float16 counts 2049 as 2048).
     """
     if valid_lens is None:
-        valid_lens = np.full(targets.shape[:1], targets.shape[1], dtype="int32",
-                             ctx=targets.ctx)
-    count = valid_lens.astype(logits.dtype).sum()
+        valid_lens = np.full(check_ndarray("targets", targets).shape[:1], targets.shape[1],
+                             dtype="int32", ctx=targets.ctx)
+    count = valid_lens.astype("float32").sum()
     return _LOSS(logits, targets, valid_lens).sum() / np.maximum(count, 1), count
 
 
@@ -133,16 +134,19 @@ def perplexity(net, tokens, valid_lens=None, batch_size=64):
     """exp(mean cross-entropy) of next-token prediction over sequences of token ids.
 
     tokens (n, steps + 1) ids: ``net`` reads row[:-1] and predicts row[1:]; valid_lens
-    None or (n,) in [1, steps + 1], the real tokens of each row (padding follows).
-    Returns a float.
+    None or (n,) in [1, steps + 1], the real tokens of each row (padding follows). They
+    are read on the device of ``net``'s parameters. Returns a float, inf if the mean loss
+    is beyond exp's range.
     """
     check_tokens("tokens", tokens, valid_lens)
     if tokens.shape[1] < 2:
         raise ValueError(f"tokens must have at least 2 steps (one to read, one to "
                          f"predict), got shape {tokens.shape}")
     batch_size = check_int("batch_size", batch_size, minimum=1)
-    lens = np.full(tokens.shape[:1], tokens.shape[1], dtype="int32", ctx=tokens.ctx) \
-        if valid_lens is None else valid_lens
+    ctx = _device_of(net)
+    tokens = tokens.as_in_ctx(ctx)
+    lens = np.full(tokens.shape[:1], tokens.shape[1], dtype="int32", ctx=ctx) \
+        if valid_lens is None else valid_lens.as_in_ctx(ctx)
     total, count = 0.0, 0.0
     for i in range(0, tokens.shape[0], batch_size):
         rows, n = tokens[i:i + batch_size], lens[i:i + batch_size]
@@ -150,23 +154,33 @@ def perplexity(net, tokens, valid_lens=None, batch_size=64):
         total, count = total + float(loss) * float(real), count + float(real)
     if count == 0:
         raise ValueError("tokens holds no token to predict: every valid length is <= 1")
-    return math.exp(total / count)
+    try:
+        return math.exp(total / count)
+    except OverflowError:  # a mean loss above 709.78
+        return math.inf
+
+
+def _device_of(net):
+    """The context of ``net``'s first parameter (a net on one device)."""
+    return next(iter(net.collect_params().values())).list_ctx()[0]
 
 
 def train_lm(net, batches, num_steps, lr, device, clip=1.0):
     """Train ``net`` on next-token prediction with Adam; return the loss of every step.
 
-    ``batches``: an iterable of (batch, steps + 1) token-id arrays (e.g. a generator); it is
-    read ``num_steps`` times. ``net`` is (re)initialised with Xavier on ``device``; the
-    gradient norm is clipped to ``clip``.
+    ``batches``: an iterable of (batch, steps + 1) mxnet.np token-id arrays (e.g. a
+    generator; not d2l's (X, Y) pairs); it is read ``num_steps`` times. ``net`` is
+    (re)initialised with Xavier on ``device`` (a Context); the gradient norm is clipped to
+    ``clip``.
     """
     num_steps = check_int("num_steps", num_steps, minimum=1)
-    net.initialize(mx.init.Xavier(), force_reinit=True, ctx=device)
+    clip = check_positive("clip", clip)
+    net.initialize(mx.init.Xavier(), force_reinit=True, ctx=check_context("device", device))
     trainer = gluon.Trainer(net.collect_params(), "adam",
                             {"learning_rate": check_positive("lr", lr)})
     losses = []
     for _, rows in zip(range(num_steps), batches):
-        rows = rows.as_in_ctx(device)
+        rows = check_array("each batch", rows, 2, "(batch, steps + 1) ids").as_in_ctx(device)
         with autograd.record():
             loss, _ = lm_loss(net(rows[:, :-1]), rows[:, 1:])
         loss.backward()

@@ -206,6 +206,61 @@ def test_lm_loss_ignores_padding_and_matches_numpy():
     assert float(lm_loss(logits, targets, np.zeros(2, dtype="int32"))[0]) == 0
 
 
+@pytest.mark.parametrize("steps", [2049, 65536])
+def test_lm_loss_counts_and_sums_float16_in_float32(steps):
+    """float16 counted 2049 targets as 2048 and summed 65,536 losses to inf (loss NaN)."""
+    logits = onp.zeros((1, steps, 3))
+    logits[0, ::2, 1] = 2.0  # every other target is the likelier class
+    loss, count = lm_loss(np.array(logits, dtype="float16"), np.ones((1, steps)))
+    log_p = logits[0] - onp.log(onp.exp(logits[0]).sum(-1, keepdims=True))
+    assert float(count) == steps and count.dtype == onp.float32
+    assert float(loss) == pytest.approx(-log_p[:, 1].mean(), rel=1e-5)
+
+
+def test_lm_loss_names_numpy_targets():
+    with pytest.raises(TypeError, match="targets must be an mxnet.np.ndarray, got ndarray from "
+                                        "NumPy"):
+        lm_loss(np.zeros((1, 2, 3)), onp.zeros((1, 2)))
+
+
+def test_perplexity_beyond_exps_range_is_inf():
+    """A mean loss above 709.78 raised OverflowError from math.exp."""
+    net, X = make_gpt(), tokens((2, 6))
+    net.embedding.weight.set_data(net.embedding.weight.data() * 1e4)  # huge tied logits
+    log_p = np_gpt(net, X[:, :-1])
+    log_p -= log_p.max(-1, keepdims=True)
+    log_p -= onp.log(onp.exp(log_p).sum(-1, keepdims=True))
+    y = X.asnumpy()
+    mean_nll = -onp.mean([log_p[i, t, y[i, t + 1]] for i in range(2) for t in range(5)])
+    assert mean_nll > 710 and perplexity(net, X) == math.inf
+
+
+def test_perplexity_reads_the_tokens_on_the_nets_device(cpu1):
+    """Tokens on the default CPU used to fail against a net on mx.cpu(1)."""
+    X, lens = tokens((3, 6)), np.array([6, 4, 3])
+    assert perplexity(make_gpt(ctx=cpu1), X, lens) == pytest.approx(
+        perplexity(make_gpt(), X, lens), rel=1e-6)
+
+
+@pytest.mark.parametrize("kwargs, error, match", [
+    ({"device": "cpu"}, TypeError, "device must be an mxnet Context .* got 'cpu'"),
+    ({"clip": float("nan")}, ValueError, "clip must be a positive finite number, got nan"),
+    ({"batches": [(tokens((2, 4)), tokens((2, 4)))]}, TypeError,
+     "each batch must be an mxnet.np.ndarray, got tuple"),
+    ({"batches": [onp.zeros((2, 5), dtype="int32")]}, TypeError,
+     "each batch must be an mxnet.np.ndarray, got ndarray from NumPy")])
+def test_train_lm_names_bad_arguments_before_any_step(kwargs, error, match):
+    """A str device or d2l-style (X, Y) or NumPy batches raised AttributeError; clip=nan was
+    reported as theta, after the first step."""
+    args = {"net": GPT(VOCAB, 8, 8, 2, 1, 0.0, 8), "batches": [tokens((2, 5))] * 3,
+            "num_steps": 3, "lr": 0.01, "device": mx.cpu(), **kwargs}
+    args["batches"] = iter(args["batches"])
+    with pytest.raises(error, match=match):
+        train_lm(**args)
+    if "batch" not in match:
+        assert len(list(args["batches"])) == 3  # refused before reading a batch
+
+
 def test_perplexity_with_padding_equals_the_exp_of_the_mean_loss():
     net, X = make_gpt(), tokens((3, 6))
     lens = np.array([6, 3, 2], dtype="int32")
