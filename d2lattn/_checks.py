@@ -64,6 +64,31 @@ def check_integers(name, x, low, high, what=""):
     return values
 
 
+INT32_IDS = 2 ** 31  # ids are stored as int32: larger ones would wrap to other, valid ids
+
+
+def check_id_list(name, ids, size=INT32_IDS):
+    """``ids`` (a list, tuple or 1-D NumPy or mxnet array) as int64 NumPy, after checking
+    that they are ints (not bools, floats or complex numbers) in [0, ``size``), e.g. a
+    vocabulary size. Empty is fine: callers say how many they need."""
+    values = onp.asarray(ids.asnumpy() if hasattr(ids, "asnumpy") else ids)
+    if values.ndim != 1:
+        raise ValueError(f"{name} must be a 1-D sequence of token ids, got "
+                         f"{type(ids).__name__} of shape {values.shape}")
+    if values.dtype == object:  # e.g. Python ints beyond int64, or mixed types
+        if not all(isinstance(i, numbers.Integral) and not isinstance(i, bool)
+                   for i in values):
+            raise TypeError(f"{name} must hold ints, got {values[:5].tolist()}")
+        values = values.astype("float64")  # exact enough to tell out-of-range ids
+    elif values.size and values.dtype.kind not in "iu":
+        raise TypeError(f"{name} must hold ints, got dtype {values.dtype.name}")
+    bad = values[(values < 0) | (values >= size)]
+    if bad.size:
+        raise ValueError(f"{name} must hold token ids in [0, {size - 1}], got "
+                         f"{bad[:5].tolist()}")
+    return values.astype("int64")
+
+
 def check_token_ids(name, X, embedding):
     """Raise unless ``X`` is (batch, steps), neither empty, of ids that ``embedding`` (a Gluon
     Embedding) has rows for."""
@@ -263,11 +288,13 @@ def check_segment_pairs(X, segments, valid_lens):
 
 
 def check_sampling(logits, temperature, top_k, top_p):
-    """``logits`` (vocab_size,) as float64 NumPy, after checking that they are finite and
-    not empty, ``temperature`` a finite number >= 0, ``top_k`` None or an int >= 1 and
-    ``top_p`` None or a number in (0, 1]."""
-    logits = logits.asnumpy() if hasattr(logits, "asnumpy") else logits
-    logits = onp.asarray(logits, dtype="float64")
+    """``logits`` (vocab_size,) as float64 NumPy, after checking that they are finite real
+    numbers (ints or floats) and not empty, ``temperature`` a finite number >= 0,
+    ``top_k`` None or an int >= 1 and ``top_p`` None or a number in (0, 1]."""
+    logits = onp.asarray(logits.asnumpy() if hasattr(logits, "asnumpy") else logits)
+    if logits.dtype.kind not in "iuf":  # bools and complex numbers are no scores
+        raise TypeError(f"logits must hold real numbers, got dtype {logits.dtype.name}")
+    logits = logits.astype("float64")
     if logits.ndim != 1 or logits.size == 0 or not onp.isfinite(logits).all():
         raise ValueError(f"logits must be a non-empty 1-D array of finite numbers, got "
                          f"shape {logits.shape}")
@@ -285,12 +312,14 @@ def _is_real(x):
     return isinstance(x, numbers.Real) and not isinstance(x, bool)
 
 
-def check_prompt(prompt_ids, num_tokens, max_len):
-    """Raise unless ``prompt_ids`` is a non-empty list (or tuple) of ids and the prompt and
-    ``num_tokens`` new tokens fit in ``max_len`` positions (the last new one is never fed)."""
+def check_prompt(prompt_ids, num_tokens, max_len, embedding):
+    """Raise unless ``prompt_ids`` is a non-empty list (or tuple) of ids that ``embedding``
+    (a Gluon Embedding) has rows for and the prompt and ``num_tokens`` new tokens fit in
+    ``max_len`` positions (the last new one is never fed)."""
     if not isinstance(prompt_ids, (list, tuple)) or not prompt_ids:
         raise ValueError(f"prompt_ids must be a non-empty list of token ids, got "
                          f"{prompt_ids!r}")
+    check_id_list("prompt_ids", prompt_ids, embedding.weight.shape[0])
     if len(prompt_ids) + num_tokens - 1 > max_len:
         raise ValueError(f"a prompt of {len(prompt_ids)} tokens and {num_tokens} new ones "
                          f"need {len(prompt_ids) + num_tokens - 1} positions, more than "

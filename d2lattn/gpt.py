@@ -16,8 +16,9 @@ import numpy as onp
 from mxnet import autograd, gluon, np
 from mxnet.gluon import nn
 
-from ._checks import (check_array, check_context, check_int, check_ndarray, check_positive,
-                      check_prompt, check_rate, check_sampling, check_token_ids, check_tokens)
+from ._checks import (check_array, check_bool, check_context, check_int, check_ndarray,
+                      check_positive, check_prompt, check_rate, check_sampling,
+                      check_token_ids, check_tokens)
 from .attention import MultiHeadAttention, _cached_steps
 from .positional import LearnedPositionalEmbedding
 from .train import MaskedSoftmaxCELoss, grad_clipping
@@ -97,15 +98,24 @@ class GPT(nn.Block):
         """Raise unless ``tokens`` and ``caches`` fit the model; return the offset."""
         check_tokens("tokens", tokens, None)  # (batch, steps), neither empty
         check_token_ids("tokens", tokens, self.embedding)
-        blocks = len(self.blks)
-        if caches is not None and (not isinstance(caches, list) or len(caches) != blocks):
-            raise ValueError(f"caches must be None or a list of {blocks} dicts (from "
-                             f"init_caches()), got {caches!r:.80}")
-        offset = 0 if caches is None else _cached_steps(caches[0])
+        offset = 0 if caches is None else self._cached_steps(caches)
         if offset + tokens.shape[1] > self.max_len:
             raise ValueError(f"tokens has {tokens.shape[1]} steps after {offset} cached "
                              f"ones, more than max_len = {self.max_len} positions")
         return offset
+
+    def _cached_steps(self, caches):
+        """The number of steps in ``caches``, after checking that they are a list of one
+        dict per block (from :meth:`init_caches`), every block with as many steps."""
+        blocks = len(self.blks)
+        if not isinstance(caches, list) or len(caches) != blocks \
+                or not all(isinstance(cache, dict) for cache in caches):
+            raise ValueError(f"caches must be None or a list of {blocks} dicts (from "
+                             f"init_caches()), got {caches!r:.80}")
+        steps = [_cached_steps(cache) for cache in caches]
+        if len(set(steps)) > 1:
+            raise ValueError(f"caches must hold as many steps in every block, got {steps}")
+        return steps[0]
 
     @property
     def attention_weights(self):
@@ -180,7 +190,7 @@ def train_lm(net, batches, num_steps, lr, device, clip=1.0):
                             {"learning_rate": check_positive("lr", lr)})
     losses = []
     for _, rows in zip(range(num_steps), batches):
-        rows = check_array("each batch", rows, 2, "(batch, steps + 1) ids").as_in_ctx(device)
+        rows = check_array("each batch", rows, 2, "(batch, steps + 1)").as_in_ctx(device)
         with autograd.record():
             loss, _ = lm_loss(net(rows[:, :-1]), rows[:, 1:])
         loss.backward()
@@ -231,10 +241,11 @@ def generate(net, prompt_ids, num_tokens, temperature=1.0, top_k=None, top_p=Non
     Returns the ``num_tokens`` new ids, a list of ints.
     """
     num_tokens = check_int("num_tokens", num_tokens)
-    check_prompt(prompt_ids, num_tokens, net.max_len)
+    check_prompt(prompt_ids, num_tokens, net.max_len, net.embedding)
     rng = random if seed is None else random.Random(check_int("seed", seed))
     ctx = net.embedding.weight.list_ctx()[0]
-    ids, caches, new = list(prompt_ids), net.init_caches() if use_cache else None, []
+    caches = net.init_caches() if check_bool("use_cache", use_cache) else None
+    ids, new = list(prompt_ids), []
     step = np.array([ids], dtype="int32", ctx=ctx)
     for _ in range(num_tokens):
         logits = net(step, caches)[0, -1]

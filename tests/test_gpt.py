@@ -316,6 +316,51 @@ def test_the_cache_counts_towards_max_len_and_must_fit_the_model():
             generate(net, prompt, 2)
 
 
+def test_caches_must_be_one_dict_per_block_with_one_length():
+    """[None, None] used to cache nothing (the next step 2.2 off) and blocks of different
+    lengths gave logits 1.9 off; both are refused before any block runs."""
+    net, X = make_gpt(), tokens((1, 3))
+    short, long = net.init_caches(), net.init_caches()
+    net(X[:, :2], short)
+    net(X, long)
+    with pytest.raises(ValueError, match=r"caches must hold as many steps in every block, "
+                                         r"got \[2, 3\]"):
+        net(X[:, :1], [short[0], long[1]])
+    assert [c["k"].shape[1] for c in short + long] == [2, 2, 3, 3]  # nothing extended
+    with pytest.raises(ValueError, match=r"list of 2 dicts .* got \[None, None\]"):
+        net(X[:, :1], [None, None])
+
+
+@pytest.mark.parametrize("prompt, error, match", [
+    ([1, 2 ** 32 + 1], ValueError, r"prompt_ids must hold token ids in \[0, 10\], got "
+                                   r"\[4294967297\]"),
+    ([2 ** 40], ValueError, r"got \[1099511627776\]"),
+    ([2 ** 70], ValueError, r"prompt_ids must hold token ids in \[0, 10\]"),
+    ([1, VOCAB], ValueError, r"got \[11\]"), ([-1], ValueError, r"got \[-1\]"),
+    ([1.0, 2.0], TypeError, "prompt_ids must hold ints, got dtype float64"),
+    ([True], TypeError, "got dtype bool"), ([1j], TypeError, "got dtype complex128")])
+def test_generate_refuses_prompts_that_are_not_token_ids(prompt, error, match):
+    """2**32 + 1 and 2**40 used to wrap to the valid ids 1 and 0 in int32."""
+    with pytest.raises(error, match=match):
+        generate(make_gpt(), prompt, 2)
+
+
+def test_generate_refuses_a_use_cache_that_is_not_a_bool():
+    with pytest.raises(TypeError, match="use_cache must be a bool, got 'no'"):
+        generate(make_gpt(), [1], 2, use_cache="no")
+
+
+@pytest.mark.parametrize("logits, dtype", [([True, False], "bool"), ([1 + 2j, 0], "complex128")])
+def test_next_token_probs_refuses_logits_that_are_not_real(logits, dtype):
+    with pytest.raises(TypeError, match=f"logits must hold real numbers, got dtype {dtype}"):
+        next_token_probs(onp.array(logits))
+
+
+def test_next_token_probs_of_int_logits_are_those_of_floats():
+    onp.testing.assert_array_equal(next_token_probs(onp.array([2, 0, 1])),
+                                   next_token_probs(onp.array([2.0, 0.0, 1.0])))
+
+
 @pytest.mark.parametrize("kwargs, error", [
     ({"vocab_size": 0}, ValueError), ({"num_blocks": 0}, ValueError),
     ({"max_len": 0}, ValueError), ({"num_heads": 3}, ValueError),

@@ -77,3 +77,33 @@ def test_ngram_probs_rejects_bad_input(kwargs, match):
     args = {"ids": [0, 1, 2], "vocab_size": 4, "order": 2, **kwargs}
     with pytest.raises(ValueError, match=match):
         ngram_probs(**args)
+
+
+CALLS = {"random_windows": lambda ids: next(random_windows(ids, 2, 2)),
+         "consecutive_windows": lambda ids: consecutive_windows(ids, 2, 0),
+         "ngram_probs": lambda ids: ngram_probs(ids, 4, 1)}
+
+
+@pytest.mark.parametrize("call", CALLS)
+@pytest.mark.parametrize("big", [2 ** 32 + 1, 2 ** 40])
+def test_ids_beyond_int32_are_refused_not_wrapped(call, big):
+    """In int32, 2**32 + 1 and 2**40 wrapped to the valid ids 1 and 0."""
+    with pytest.raises(ValueError, match=rf"ids must hold token ids in \[0, \d+\], got "
+                                         rf"\[{big}\]"):
+        CALLS[call]([0, 1, big, 3])
+
+
+@pytest.mark.parametrize("call", CALLS)
+@pytest.mark.parametrize("ids, dtype", [
+    ([0, 1.5, 1, 2], "float64"), ([0, 1.0, 1, 2], "float64"),
+    ([True, False, True, True], "bool"), ([0, 1j, 1, 2], "complex128")])
+def test_ids_that_are_not_ints_are_refused(call, ids, dtype):
+    """Floats were truncated and bools taken as 0 and 1, silently."""
+    with pytest.raises(TypeError, match=f"ids must hold ints, got dtype {dtype}"):
+        CALLS[call](ids)
+
+
+def test_the_windows_pad_must_fit_int32():
+    with pytest.raises(ValueError, match=r"pad must be an int in \[0, 2147483647\], got "
+                                         "4294967296"):
+        consecutive_windows([0, 1, 2], 2, 2 ** 32)
