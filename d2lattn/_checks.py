@@ -224,6 +224,8 @@ def check_same_shape(X, Y):
 def check_sequence_loss(pred, label, valid_len):
     """Raise unless ``pred`` is (batch, steps, vocab) float logits, ``label`` (batch, steps)
     class ids below vocab and ``valid_len`` (batch,) integers in [0, steps]."""
+    for name, x in (("pred", pred), ("label", label), ("valid_len", valid_len)):
+        check_ndarray(name, x)  # a list has no shape to report
     if pred.ndim != 3 or label.shape != pred.shape[:2] or valid_len.shape != pred.shape[:1]:
         raise ValueError("expected pred (batch, steps, vocab), label (batch, steps) and "
                          f"valid_len (batch,); got shapes {pred.shape}, {label.shape}, "

@@ -143,6 +143,15 @@ def test_float16_logits_are_summed_in_float32(vocab, eps):
     assert float(zeros[0]) == pytest.approx(math.log(vocab), rel=1e-6)
 
 
+@pytest.mark.parametrize("which", ["pred", "label", "valid_len"])
+def test_python_lists_are_named(which):
+    """Lists raised AttributeError ('list' object has no attribute 'ndim')."""
+    args = {"pred": np.zeros((1, 1, 2)), "label": np.zeros((1, 1)), "valid_len": np.ones(1)}
+    args[which] = args[which].tolist()
+    with pytest.raises(TypeError, match=f"{which} must be an mxnet.np.ndarray, got list"):
+        MaskedSoftmaxCELoss()(*args.values())
+
+
 # --- Infinite and NaN logits, against PyTorch -------------------------------------------------
 
 @pytest.mark.parametrize("case", TORCH_LOSS["cases"], ids=[
