@@ -3,6 +3,7 @@ swapping the texts changes its answer, it learns an order-only toy task, bad inp
 import mxnet as mx
 import numpy as onp
 import pytest
+from hypothesis import HealthCheck, given, settings, strategies as st
 from mxnet import init, np
 
 from d2lattn.bert import BERTEncoder, PairClassifier, segment_mean_difference
@@ -107,6 +108,28 @@ def test_float16_sums_in_float32():
     expected = X[0, :100].mean(0) - X[0, 100:].mean(0)
     assert got.dtype == onp.float16
     onp.testing.assert_allclose(got.asnumpy(), expected[None], rtol=1e-3)
+
+
+@settings(derandomize=True, max_examples=40, deadline=None, database=None,
+          suppress_health_check=[HealthCheck.too_slow])
+@given(st.integers(0, 2 ** 32 - 1), st.sampled_from(["float16", "float32", "float64"]),
+       st.sampled_from(["int32", "int64", "float32"]))
+def test_segment_mean_difference_fuzz_against_numpy(crash_free, seed, dtype, ids_dtype):
+    rng = onp.random.default_rng(seed)
+    b, steps, d = rng.integers(1, 4), rng.integers(1, 7), rng.integers(1, 5)
+    X = rng.normal(size=(b, steps, d)) * rng.choice([1, 1e3])
+    X = X.astype(dtype).astype("float64")  # the values the function sees
+    segments, lens = rng.integers(0, 2, size=(b, steps)), rng.integers(0, steps + 1, size=b)
+    got = segment_mean_difference(np.array(X, dtype=dtype), np.array(segments, dtype=ids_dtype),
+                                  np.array(lens, dtype=ids_dtype))
+    def mean(rows):  # a segment without tokens has mean zero
+        return rows.mean(axis=0) if len(rows) else onp.zeros(d)
+
+    expected = [mean(x[:n][s[:n] == 0]) - mean(x[:n][s[:n] == 1])
+                for x, s, n in zip(X, segments, lens)]
+    tol = {"float16": 2e-3, "float32": 1e-5, "float64": 1e-12}[dtype]
+    assert got.dtype == dtype
+    onp.testing.assert_allclose(got.asnumpy(), expected, rtol=tol, atol=tol * abs(X).max())
 
 
 def make_pair_classifier(ctx=None):
