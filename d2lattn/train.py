@@ -80,10 +80,10 @@ class MaskedSoftmaxCELoss(gluon.nn.Block):
     valid_len: (batch,) integers in [0, steps]. Returns (batch,) sums; divide their total by
     ``valid_len.sum()`` for the loss per token. Float16 logits are computed in float32
     (float16 sums saturate: over BERT's 30,522 classes they give 7.6 for log 30522 = 10.3)
-    and give float32 sums. The logits of padded steps are replaced
-    before the softmax, so whatever they hold (-inf, NaN) the loss and its gradient stay
-    finite. At valid steps the loss is PyTorch's: NaN for a NaN or +inf logit, inf for a
-    -inf logit at the label (with label smoothing, at any class).
+    and give float32 sums. The logits of padded steps are replaced before the softmax, so
+    whatever they hold (-inf, NaN) the loss and its gradient stay finite. At valid steps the
+    loss is PyTorch's: NaN for a NaN or +inf logit, inf for a -inf logit at the label (with
+    label smoothing, at any class).
     With ``label_smoothing`` eps > 0 the target distribution of each token is 1 - eps on its
     label plus eps / vocab on every class (Szegedy et al., 2016): the loss per token is
     (1 - eps) * (-log p_label) + eps * mean over classes of (-log p_class).
