@@ -212,6 +212,30 @@ def test_train_seq2seq_rejects_ambiguous_learning_rates():
         train_seq2seq(net, data, 0.01, 1, tgt_vocab, mx.cpu(), label_smoothing=1.5)
 
 
+def test_train_seq2seq_checks_clip_before_any_step():
+    """clip=nan was reported as theta, by grad_clipping after the first step."""
+    data, src_vocab, tgt_vocab = load_data_nmt(reverse_task(4), 2)
+    with pytest.raises(ValueError, match="clip must be a positive finite number, got nan"):
+        train_seq2seq(transformer(src_vocab, tgt_vocab), data, 0.01, 1, tgt_vocab, mx.cpu(),
+                      clip=float("nan"))
+
+
+class Float16Logits(gluon.nn.Block):
+    """A stand-in sequence-to-sequence model: zero float16 logits over 3 classes."""
+
+    def forward(self, X, dec_X, X_valid_len):
+        return np.zeros((*dec_X.shape, 3), dtype="float16"), None
+
+
+def test_seq2seq_batch_loss_counts_float16_tokens_in_float32():
+    """float16 counted 2049 tokens as 2048."""
+    Y = np.zeros((1, 2049), dtype="int32")
+    batch = (np.ones((1, 2), dtype="int32"), np.array([2]), Y, np.array([2049]))
+    loss, count = seq2seq_batch_loss(Float16Logits(), batch, 1, mx.cpu())
+    assert float(count) == 2049 and count.dtype == onp.float32
+    assert float(loss) == pytest.approx(2049 * math.log(3), rel=1e-5)  # float32 sums
+
+
 def test_small_transformer_learns_to_reverse(cpu1):
     # The GRU test's task and check: 64 pairs (one batch), then its first 16 translated.
     set_seed(0)
