@@ -136,8 +136,9 @@ def lm_loss(logits, targets, valid_lens=None):
     if valid_lens is None:
         valid_lens = np.full(check_ndarray("targets", targets).shape[:1], targets.shape[1],
                              dtype="int32", ctx=targets.ctx)
-    count = valid_lens.astype("float32").sum()
-    return _LOSS(logits, targets, valid_lens).sum() / np.maximum(count, 1), count
+    sums = _LOSS(logits, targets, valid_lens)  # float32 for float16 logits
+    count = valid_lens.astype(sums.dtype).sum()
+    return sums.sum() / np.maximum(count, 1), count
 
 
 def perplexity(net, tokens, valid_lens=None, batch_size=64):

@@ -181,7 +181,7 @@ class TransformerSchedule(mx.lr_scheduler.LRScheduler):
 
 def seq2seq_batch_loss(net, batch, bos, device, loss=_SEQ_LOSS):
     """Teacher-forced loss of one batch (X, X_valid_len, Y, Y_valid_len): (sum, real
-    tokens), counted in float32 (float16 counts 2049 as 2048).
+    tokens), both float32 for float16 logits (float16 counts 2049 as 2048).
 
     The decoder input is <bos> followed by the target shifted right by one. Columns that
     hold only padding are dropped first: they cost time and change nothing. ``loss`` is a
@@ -194,7 +194,8 @@ def seq2seq_batch_loss(net, batch, bos, device, loss=_SEQ_LOSS):
     X, Y = X[:, :int(X_valid_len.max())], Y[:, :int(Y_valid_len.max())]
     bos_column = np.full((Y.shape[0], 1), bos, dtype=Y.dtype, ctx=device)
     Y_hat, _ = net(X, np.concatenate((bos_column, Y[:, :-1]), axis=1), X_valid_len)
-    return loss(Y_hat, Y, Y_valid_len).sum(), Y_valid_len.astype("float32").sum()
+    sums = loss(Y_hat, Y, Y_valid_len)  # float32 for float16 Y_hat
+    return sums.sum(), Y_valid_len.astype(sums.dtype).sum()
 
 
 def seq2seq_loss(net, data_iter, tgt_vocab, device):
