@@ -340,9 +340,10 @@ def _optimizer_params(lr, lr_scheduler):
 
 def classifier_batch_loss(net, tokens, segments, valid_lens, labels):
     """Summed cross-entropy and number of correct predictions of a classifier on one batch
-    (arrays on the net's device): ``(loss (), correct ())``. Padding columns are dropped."""
+    (arrays on the net's device): ``(loss (), correct ())``. Padding columns are dropped;
+    the first ([CLS]) stays, also when every length is 0."""
     check_tokens("tokens", tokens, valid_lens)  # before max(), which fails on an empty batch
-    width = int(valid_lens.max())
+    width = max(int(valid_lens.max()), 1)
     logits = net(tokens[:, :width], segments[:, :width], valid_lens)
     check_labels("labels", labels, logits)
     correct = (logits.argmax(axis=1).astype("int32") == labels.astype("int32")).sum()
