@@ -4,6 +4,7 @@ import random
 
 import numpy as onp
 import pytest
+from hypothesis import given, settings, strategies as st
 
 from d2lattn.data.lm import consecutive_windows, load_corpus_lm, ngram_probs, random_windows
 from d2lattn.data.pretrain import load_paragraphs, split_paragraphs, tokenize
@@ -107,3 +108,26 @@ def test_the_windows_pad_must_fit_int32():
     with pytest.raises(ValueError, match=r"pad must be an int in \[0, 2147483647\], got "
                                          "4294967296"):
         consecutive_windows([0, 1, 2], 2, 2 ** 32)
+
+
+@settings(derandomize=True, max_examples=60, deadline=None, database=None)
+@given(st.lists(st.integers(0, 2 ** 31 - 1), min_size=2, max_size=9),
+       st.sampled_from([None, -1, 2 ** 31, 2 ** 32 + 1, 2 ** 40]),
+       st.sampled_from(["int", "float", "numpy int64", "numpy float32"]))
+def test_windows_keep_int32_ids_exactly_and_refuse_the_rest(ids, bad, kind):
+    """Fuzz: the windows hold the very ids given, or the call names ids; never a wrapped or
+    truncated id."""
+    ids = ids if bad is None else ids + [bad]
+    given_ids = {"int": ids, "float": [float(i) for i in ids],
+                 "numpy int64": onp.array(ids, dtype="int64"),
+                 "numpy float32": onp.array(ids, dtype="float32")}[kind]
+    if kind in ("float", "numpy float32"):
+        with pytest.raises(TypeError, match="ids must hold ints, got dtype float"):
+            consecutive_windows(given_ids, 3, 0)
+    elif all(0 <= i < 2 ** 31 for i in ids):
+        tokens, lens = consecutive_windows(given_ids, 3, 0)
+        rows = [row[:n].tolist() for row, n in zip(tokens.asnumpy(), lens.asnumpy())]
+        assert [i for row in rows for i in row[1:]] == ids[1:] and rows[0][0] == ids[0]
+    else:
+        with pytest.raises(ValueError, match=r"ids must hold token ids in \[0, 2147483647\]"):
+            consecutive_windows(given_ids, 3, 0)
