@@ -98,13 +98,13 @@ class GPT(nn.Block):
         """Raise unless ``tokens`` and ``caches`` fit the model; return the offset."""
         check_tokens("tokens", tokens, None)  # (batch, steps), neither empty
         check_token_ids("tokens", tokens, self.embedding)
-        offset = 0 if caches is None else self._cached_steps(caches)
+        offset = 0 if caches is None else self._cache_offset(caches)
         if offset + tokens.shape[1] > self.max_len:
             raise ValueError(f"tokens has {tokens.shape[1]} steps after {offset} cached "
                              f"ones, more than max_len = {self.max_len} positions")
         return offset
 
-    def _cached_steps(self, caches):
+    def _cache_offset(self, caches):
         """The number of steps in ``caches``, after checking that they are a list of one
         dict per block (from :meth:`init_caches`), every block with as many steps."""
         blocks = len(self.blks)
