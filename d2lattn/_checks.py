@@ -29,12 +29,19 @@ def check_rate(name, value):
     return float(value)
 
 
-def check_float_array(name, x):
-    """Raise unless ``x`` is an mxnet.np array of floating-point numbers."""
+def check_ndarray(name, x):
+    """``x`` after checking that it is an mxnet.np array (not NumPy's, not a list)."""
     from mxnet import np  # here, not at the top: the package applies its numpy shim first
     if not isinstance(x, np.ndarray):
-        raise TypeError(f"{name} must be an mxnet.np.ndarray, got {type(x).__name__}")
-    if not onp.issubdtype(x.dtype, onp.floating):
+        hint = " from NumPy: convert it with mxnet.np.array()" \
+            if isinstance(x, onp.ndarray) else ""
+        raise TypeError(f"{name} must be an mxnet.np.ndarray, got {type(x).__name__}{hint}")
+    return x
+
+
+def check_float_array(name, x):
+    """Raise unless ``x`` is an mxnet.np array of floating-point numbers."""
+    if not onp.issubdtype(check_ndarray(name, x).dtype, onp.floating):
         raise TypeError(f"{name} must hold floating-point numbers, got dtype "
                         f"{onp.dtype(x.dtype).name}")
     return x
@@ -46,7 +53,7 @@ def check_integers(name, x, low, high, what=""):
     One copy to the host, returned as float64 NumPy. ``what`` ends the message, e.g.
     " (token ids below vocab_size = 10)".
     """
-    values = x.asnumpy()
+    values = check_ndarray(name, x).asnumpy()
     if not onp.issubdtype(values.dtype, onp.number):
         raise TypeError(f"{name} must hold integers, got dtype {values.dtype.name}")
     values = values.astype("float64")
@@ -55,6 +62,31 @@ def check_integers(name, x, low, high, what=""):
         raise ValueError(f"{name} must hold integers in [{low}, {high}]{what}, got "
                          f"{bad[:5].tolist()}")
     return values
+
+
+INT32_IDS = 2 ** 31  # ids are stored as int32: larger ones would wrap to other, valid ids
+
+
+def check_id_list(name, ids, size=INT32_IDS):
+    """``ids`` (a list, tuple or 1-D NumPy or mxnet array) as int64 NumPy, after checking
+    that they are ints (not bools, floats or complex numbers) in [0, ``size``), e.g. a
+    vocabulary size. Empty is fine: callers say how many they need."""
+    values = onp.asarray(ids.asnumpy() if hasattr(ids, "asnumpy") else ids)
+    if values.ndim != 1:
+        raise ValueError(f"{name} must be a 1-D sequence of token ids, got "
+                         f"{type(ids).__name__} of shape {values.shape}")
+    if values.dtype == object:  # e.g. Python ints beyond int64, or mixed types
+        if not all(isinstance(i, numbers.Integral) and not isinstance(i, bool)
+                   for i in values):
+            raise TypeError(f"{name} must hold ints, got {values[:5].tolist()}")
+        values = values.astype("float64")  # exact enough to tell out-of-range ids
+    elif values.size and values.dtype.kind not in "iu":
+        raise TypeError(f"{name} must hold ints, got dtype {values.dtype.name}")
+    bad = values[(values < 0) | (values >= size)]
+    if bad.size:
+        raise ValueError(f"{name} must hold token ids in [0, {size - 1}], got "
+                         f"{bad[:5].tolist()}")
+    return values.astype("int64")
 
 
 def check_token_ids(name, X, embedding):
@@ -79,9 +111,7 @@ def check_array(name, x, ndim=None, axes=None):
     axis: zero-size arrays are refused before an MXNet operator sees them (some operators
     crash on them or leave the engine broken for the next, unrelated call). ``axes`` names
     the ``ndim`` axes in the message, e.g. "(batch, steps) token ids"."""
-    from mxnet import np
-    if not isinstance(x, np.ndarray):
-        raise TypeError(f"{name} must be an mxnet.np.ndarray, got {type(x).__name__}")
+    check_ndarray(name, x)
     if ndim is not None and x.ndim != ndim:
         raise ValueError(f"{name} must be {axes or f'{ndim}-D'}, got shape {x.shape}")
     if 0 in x.shape:
@@ -94,10 +124,7 @@ def check_lengths(name, lens, batch, steps, what=None):
     [0, ``steps``] (any numeric dtype: 3.0 is fine, 2.5, -1, NaN and inf are not).
     ``what`` ends the message (default: " (the number of steps, <steps>)"). Returns them as
     float64 NumPy."""
-    from mxnet import np
-    if not isinstance(lens, np.ndarray):
-        raise TypeError(f"{name} must be an mxnet.np.ndarray, got {type(lens).__name__}")
-    if lens.shape != (batch,):
+    if check_ndarray(name, lens).shape != (batch,):
         raise ValueError(f"{name} must have shape ({batch},), got {lens.shape}")
     return check_integers(name, lens, 0, steps, what or f" (the number of steps, {steps})")
 
@@ -197,6 +224,8 @@ def check_same_shape(X, Y):
 def check_sequence_loss(pred, label, valid_len):
     """Raise unless ``pred`` is (batch, steps, vocab) float logits, ``label`` (batch, steps)
     class ids below vocab and ``valid_len`` (batch,) integers in [0, steps]."""
+    for name, x in (("pred", pred), ("label", label), ("valid_len", valid_len)):
+        check_ndarray(name, x)  # a list has no shape to report
     if pred.ndim != 3 or label.shape != pred.shape[:2] or valid_len.shape != pred.shape[:1]:
         raise ValueError("expected pred (batch, steps, vocab), label (batch, steps) and "
                          f"valid_len (batch,); got shapes {pred.shape}, {label.shape}, "
@@ -233,11 +262,8 @@ def check_bert_inputs(encoder, tokens, segments, valid_lens):
     most ``encoder.max_len`` steps, that ``encoder.token_embedding`` and
     ``encoder.segment_embedding`` have rows for, and ``valid_lens`` None or (batch,)
     integers in [0, steps]."""
-    from mxnet import np
     check_tokens("tokens", tokens, valid_lens)
-    if not isinstance(segments, np.ndarray) or segments.shape != tokens.shape:
-        raise ValueError(f"segments must be an mxnet array shaped like tokens "
-                         f"{tokens.shape}, got {getattr(segments, 'shape', segments)}")
+    check_shaped_like("segments", segments, "tokens", tokens.shape)
     if tokens.shape[1] > encoder.max_len:
         raise ValueError(f"tokens has {tokens.shape[1]} steps, more than max_len = "
                          f"{encoder.max_len} learned positions")
@@ -245,12 +271,32 @@ def check_bert_inputs(encoder, tokens, segments, valid_lens):
     check_token_ids("segments", segments, encoder.segment_embedding)
 
 
+def check_shaped_like(name, x, like, shape):
+    """Raise unless ``x`` is an mxnet.np array of ``shape``, that of the array ``like`` (a
+    name)."""
+    from mxnet import np
+    if not isinstance(x, np.ndarray) or x.shape != shape:
+        raise ValueError(f"{name} must be an mxnet array shaped like {like} {shape}, got "
+                         f"{getattr(x, 'shape', x)!r:.80} ({type(x).__name__})")
+
+
+def check_segment_pairs(X, segments, valid_lens):
+    """Raise unless ``X`` is (batch, steps, d) floats, ``segments`` (batch, steps) of 0 (the
+    first text) and 1 (the second) and ``valid_lens`` (batch,) integers in [0, steps]."""
+    check_hidden_states("X", X)
+    check_lengths("valid_lens", valid_lens, X.shape[0], X.shape[1])
+    check_shaped_like("segments", segments, "the steps of X", X.shape[:2])
+    check_integers("segments", segments, 0, 1, " (0: the first text, 1: the second)")
+
+
 def check_sampling(logits, temperature, top_k, top_p):
-    """``logits`` (vocab_size,) as float64 NumPy, after checking that they are finite and
-    not empty, ``temperature`` a finite number >= 0, ``top_k`` None or an int >= 1 and
-    ``top_p`` None or a number in (0, 1]."""
-    logits = logits.asnumpy() if hasattr(logits, "asnumpy") else logits
-    logits = onp.asarray(logits, dtype="float64")
+    """``logits`` (vocab_size,) as float64 NumPy, after checking that they are finite real
+    numbers (ints or floats) and not empty, ``temperature`` a finite number >= 0,
+    ``top_k`` None or an int >= 1 and ``top_p`` None or a number in (0, 1]."""
+    logits = onp.asarray(logits.asnumpy() if hasattr(logits, "asnumpy") else logits)
+    if logits.dtype.kind not in "iuf":  # bools and complex numbers are no scores
+        raise TypeError(f"logits must hold real numbers, got dtype {logits.dtype.name}")
+    logits = logits.astype("float64")
     if logits.ndim != 1 or logits.size == 0 or not onp.isfinite(logits).all():
         raise ValueError(f"logits must be a non-empty 1-D array of finite numbers, got "
                          f"shape {logits.shape}")
@@ -268,12 +314,14 @@ def _is_real(x):
     return isinstance(x, numbers.Real) and not isinstance(x, bool)
 
 
-def check_prompt(prompt_ids, num_tokens, max_len):
-    """Raise unless ``prompt_ids`` is a non-empty list (or tuple) of ids and the prompt and
-    ``num_tokens`` new tokens fit in ``max_len`` positions (the last new one is never fed)."""
+def check_prompt(prompt_ids, num_tokens, max_len, embedding):
+    """Raise unless ``prompt_ids`` is a non-empty list (or tuple) of ids that ``embedding``
+    (a Gluon Embedding) has rows for and the prompt and ``num_tokens`` new tokens fit in
+    ``max_len`` positions (the last new one is never fed)."""
     if not isinstance(prompt_ids, (list, tuple)) or not prompt_ids:
         raise ValueError(f"prompt_ids must be a non-empty list of token ids, got "
                          f"{prompt_ids!r}")
+    check_id_list("prompt_ids", prompt_ids, embedding.weight.shape[0])
     if len(prompt_ids) + num_tokens - 1 > max_len:
         raise ValueError(f"a prompt of {len(prompt_ids)} tokens and {num_tokens} new ones "
                          f"need {len(prompt_ids) + num_tokens - 1} positions, more than "

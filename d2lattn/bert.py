@@ -18,7 +18,8 @@ from mxnet.gluon import nn
 
 from ._checks import (check_array, check_bert_inputs, check_context, check_given,
                       check_hidden_states, check_int, check_lengths, check_positive,
-                      check_pred_positions, check_rate, read_json_object)
+                      check_pred_positions, check_rate, check_segment_pairs,
+                      read_json_object)
 from ._ops import Dropout
 from .device import cpu
 from .text import WordPieceTokenizer
@@ -119,12 +120,23 @@ def mean_pool(X, valid_lens):
     of 0 gives zeros."""
     check_hidden_states("X", X)
     check_lengths("valid_lens", valid_lens, X.shape[0], X.shape[1])
+    return _masked_mean(X, valid_lens)
+
+
+def _masked_mean(X, valid_lens, weights=None):
+    """The mean of each row of X (batch, steps, d) over its first ``valid_lens`` steps, those
+    of weight 0 in ``weights`` (batch, steps) of 0/1 left out: (batch, d), zeros where no
+    step counts. Masks and counts are float32 (float16 rounds lengths above 2048), and so
+    are the sums of float16 X (float16 overflows above 65504)."""
     if 0 in X.shape:  # nothing to average: zeros, without an operator on an empty array
         return np.zeros((X.shape[0], X.shape[2]), dtype=X.dtype, ctx=X.ctx)
-    lens = valid_lens.astype("float32")  # float16 would round lengths above 2048
-    mask = npx.sequence_mask(np.ones(X.shape[:2], ctx=X.ctx), lens, True, axis=1)
-    total = (X * np.expand_dims(mask.astype(X.dtype), -1)).sum(axis=1)
-    return total / np.expand_dims(np.maximum(lens, 1).astype(X.dtype), -1)
+    acc = X.astype("float32") if X.dtype == onp.float16 else X
+    mask = npx.sequence_mask(np.ones(X.shape[:2], ctx=X.ctx), valid_lens.astype("float32"),
+                             True, axis=1)
+    mask = mask if weights is None else mask * weights
+    total = (acc * np.expand_dims(mask.astype(acc.dtype), -1)).sum(axis=1)
+    mean = total / np.expand_dims(np.maximum(mask.sum(axis=1), 1).astype(acc.dtype), -1)
+    return mean.astype(X.dtype, copy=False)
 
 
 class BERTModel(nn.Block):
@@ -390,15 +402,13 @@ class BERTClassifier(nn.Block):
 def segment_mean_difference(X, segments, valid_lens):
     """The mean hidden state of the first text of a pair minus that of the second.
 
-    X (batch, steps, d), segments (batch, steps) of 0/1, valid_lens (batch,) -> (batch, d).
-    Padding counts in neither mean; a segment without tokens has mean zero. Swapping the
-    texts roughly negates it, so a linear head can tell (a, b) from (b, a)."""
-    lens = valid_lens.astype(X.dtype)
-    valid = npx.sequence_mask(np.ones(X.shape[:2], ctx=X.ctx), lens, True, axis=1)
-    second = segments.astype(X.dtype) * valid
-    means = [(X * np.expand_dims(m, -1)).sum(axis=1) / np.expand_dims(
-        np.maximum(m.sum(axis=1), 1), -1) for m in (valid - second, second)]
-    return means[0] - means[1]
+    X (batch, steps, d), segments (batch, steps) of 0/1, valid_lens (batch,) integers in
+    [0, steps] -> (batch, d). Padding counts in neither mean; a segment without tokens has
+    mean zero. Swapping the texts roughly negates it, so a linear head can tell (a, b) from
+    (b, a)."""
+    check_segment_pairs(X, segments, valid_lens)
+    second = segments.astype("float32")
+    return _masked_mean(X, valid_lens, 1 - second) - _masked_mean(X, valid_lens, second)
 
 
 class PairClassifier(BERTClassifier):

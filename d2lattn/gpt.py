@@ -16,7 +16,8 @@ import numpy as onp
 from mxnet import autograd, gluon, np
 from mxnet.gluon import nn
 
-from ._checks import (check_int, check_positive, check_prompt, check_rate, check_sampling,
+from ._checks import (check_array, check_bool, check_context, check_int, check_ndarray,
+                      check_positive, check_prompt, check_rate, check_sampling,
                       check_token_ids, check_tokens)
 from .attention import MultiHeadAttention, _cached_steps
 from .positional import LearnedPositionalEmbedding
@@ -97,15 +98,24 @@ class GPT(nn.Block):
         """Raise unless ``tokens`` and ``caches`` fit the model; return the offset."""
         check_tokens("tokens", tokens, None)  # (batch, steps), neither empty
         check_token_ids("tokens", tokens, self.embedding)
-        blocks = len(self.blks)
-        if caches is not None and (not isinstance(caches, list) or len(caches) != blocks):
-            raise ValueError(f"caches must be None or a list of {blocks} dicts (from "
-                             f"init_caches()), got {caches!r:.80}")
-        offset = 0 if caches is None else _cached_steps(caches[0])
+        offset = 0 if caches is None else self._cache_offset(caches)
         if offset + tokens.shape[1] > self.max_len:
             raise ValueError(f"tokens has {tokens.shape[1]} steps after {offset} cached "
                              f"ones, more than max_len = {self.max_len} positions")
         return offset
+
+    def _cache_offset(self, caches):
+        """The number of steps in ``caches``, after checking that they are a list of one
+        dict per block (from :meth:`init_caches`), every block with as many steps."""
+        blocks = len(self.blks)
+        if not isinstance(caches, list) or len(caches) != blocks \
+                or not all(isinstance(cache, dict) for cache in caches):
+            raise ValueError(f"caches must be None or a list of {blocks} dicts (from "
+                             f"init_caches()), got {caches!r:.80}")
+        steps = [_cached_steps(cache) for cache in caches]
+        if len(set(steps)) > 1:
+            raise ValueError(f"caches must hold as many steps in every block, got {steps}")
+        return steps[0]
 
     @property
     def attention_weights(self):
@@ -120,29 +130,34 @@ def lm_loss(logits, targets, valid_lens=None):
 
     logits (batch, steps, vocab_size), targets (batch, steps) ids, valid_lens None (every
     target is real) or (batch,): the first valid_lens[i] targets of row i are real, the rest
-    is padding and counts for nothing. A batch with no real target has loss 0.
+    is padding and counts for nothing. A batch with no real target has loss 0. Both are
+    float32 for float16 logits too (float16 counts 2049 as 2048).
     """
     if valid_lens is None:
-        valid_lens = np.full(targets.shape[:1], targets.shape[1], dtype="int32",
-                             ctx=targets.ctx)
-    count = valid_lens.astype(logits.dtype).sum()
-    return _LOSS(logits, targets, valid_lens).sum() / np.maximum(count, 1), count
+        valid_lens = np.full(check_ndarray("targets", targets).shape[:1], targets.shape[1],
+                             dtype="int32", ctx=targets.ctx)
+    sums = _LOSS(logits, targets, valid_lens)  # float32 for float16 logits
+    count = valid_lens.astype(sums.dtype).sum()
+    return sums.sum() / np.maximum(count, 1), count
 
 
 def perplexity(net, tokens, valid_lens=None, batch_size=64):
     """exp(mean cross-entropy) of next-token prediction over sequences of token ids.
 
     tokens (n, steps + 1) ids: ``net`` reads row[:-1] and predicts row[1:]; valid_lens
-    None or (n,) in [1, steps + 1], the real tokens of each row (padding follows).
-    Returns a float.
+    None or (n,) in [1, steps + 1], the real tokens of each row (padding follows). They
+    are read on the device of ``net``'s parameters. Returns a float, inf if the mean loss
+    is beyond exp's range.
     """
     check_tokens("tokens", tokens, valid_lens)
     if tokens.shape[1] < 2:
         raise ValueError(f"tokens must have at least 2 steps (one to read, one to "
                          f"predict), got shape {tokens.shape}")
     batch_size = check_int("batch_size", batch_size, minimum=1)
-    lens = np.full(tokens.shape[:1], tokens.shape[1], dtype="int32", ctx=tokens.ctx) \
-        if valid_lens is None else valid_lens
+    ctx = _device_of(net)
+    tokens = tokens.as_in_ctx(ctx)
+    lens = np.full(tokens.shape[:1], tokens.shape[1], dtype="int32", ctx=ctx) \
+        if valid_lens is None else valid_lens.as_in_ctx(ctx)
     total, count = 0.0, 0.0
     for i in range(0, tokens.shape[0], batch_size):
         rows, n = tokens[i:i + batch_size], lens[i:i + batch_size]
@@ -150,23 +165,33 @@ def perplexity(net, tokens, valid_lens=None, batch_size=64):
         total, count = total + float(loss) * float(real), count + float(real)
     if count == 0:
         raise ValueError("tokens holds no token to predict: every valid length is <= 1")
-    return math.exp(total / count)
+    try:
+        return math.exp(total / count)
+    except OverflowError:  # a mean loss above 709.78
+        return math.inf
+
+
+def _device_of(net):
+    """The context of ``net``'s first parameter (a net on one device)."""
+    return next(iter(net.collect_params().values())).list_ctx()[0]
 
 
 def train_lm(net, batches, num_steps, lr, device, clip=1.0):
     """Train ``net`` on next-token prediction with Adam; return the loss of every step.
 
-    ``batches``: an iterable of (batch, steps + 1) token-id arrays (e.g. a generator); it is
-    read ``num_steps`` times. ``net`` is (re)initialised with Xavier on ``device``; the
-    gradient norm is clipped to ``clip``.
+    ``batches``: an iterable of (batch, steps + 1) mxnet.np token-id arrays (e.g. a
+    generator; not d2l's (X, Y) pairs); it is read ``num_steps`` times. ``net`` is
+    (re)initialised with Xavier on ``device`` (a Context); the gradient norm is clipped to
+    ``clip``.
     """
     num_steps = check_int("num_steps", num_steps, minimum=1)
-    net.initialize(mx.init.Xavier(), force_reinit=True, ctx=device)
+    clip = check_positive("clip", clip)
+    net.initialize(mx.init.Xavier(), force_reinit=True, ctx=check_context("device", device))
     trainer = gluon.Trainer(net.collect_params(), "adam",
                             {"learning_rate": check_positive("lr", lr)})
     losses = []
     for _, rows in zip(range(num_steps), batches):
-        rows = rows.as_in_ctx(device)
+        rows = check_array("each batch", rows, 2, "(batch, steps + 1)").as_in_ctx(device)
         with autograd.record():
             loss, _ = lm_loss(net(rows[:, :-1]), rows[:, 1:])
         loss.backward()
@@ -217,10 +242,11 @@ def generate(net, prompt_ids, num_tokens, temperature=1.0, top_k=None, top_p=Non
     Returns the ``num_tokens`` new ids, a list of ints.
     """
     num_tokens = check_int("num_tokens", num_tokens)
-    check_prompt(prompt_ids, num_tokens, net.max_len)
+    check_prompt(prompt_ids, num_tokens, net.max_len, net.embedding)
     rng = random if seed is None else random.Random(check_int("seed", seed))
     ctx = net.embedding.weight.list_ctx()[0]
-    ids, caches, new = list(prompt_ids), net.init_caches() if use_cache else None, []
+    caches = net.init_caches() if check_bool("use_cache", use_cache) else None
+    ids, new = list(prompt_ids), []
     step = np.array([ids], dtype="int32", ctx=ctx)
     for _ in range(num_tokens):
         logits = net(step, caches)[0, -1]

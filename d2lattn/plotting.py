@@ -12,6 +12,9 @@ def _to_numpy(x):
 WEIGHTS_CMAP = "Reds"  # attention weights, 0 to 1: sequential
 SIGNED_CMAP = "RdBu_r"  # signed values: diverging, white at 0
 WEIGHTS_SLACK = 1e-5  # float32 rounding: a softmax row may reach 1.0000001
+# Below this largest magnitude matplotlib's colorbar widens the scale to +-0.1
+# (transforms.nonsingular), which draws every cell white: such values are drawn in units of it.
+TINY_SCALE = 1e21 * onp.finfo(float).tiny
 
 
 def show_heatmaps(matrices, xlabel, ylabel, titles=None, figsize=(2.5, 2.5), cmap=None,
@@ -24,8 +27,9 @@ def show_heatmaps(matrices, xlabel, ylabel, titles=None, figsize=(2.5, 2.5), cma
     By default the matrices are attention weights: drawn in ``WEIGHTS_CMAP`` on the fixed scale
     0 to 1, so that every heatmap of weights compares with every other one, also across calls;
     a value outside [0, 1] is an error. ``signed=True`` draws values of either sign in the
-    diverging ``SIGNED_CMAP``, centred at 0 and spanning the largest magnitude. ``cmap``
-    replaces the colour map. NaN and infinite cells are left blank.
+    diverging ``SIGNED_CMAP``, centred at 0 and spanning the largest magnitude m (below
+    ``TINY_SCALE``, in units of m: the colorbar is labelled "x m"). ``cmap`` replaces the
+    colour map. NaN and infinite cells are left blank.
     Returns None, so that a notebook cell ending with the call shows only the figure
     (get it with ``plt.gcf()``).
     """
@@ -39,6 +43,9 @@ def show_heatmaps(matrices, xlabel, ylabel, titles=None, figsize=(2.5, 2.5), cma
     _check_len("xticklabels", xticklabels, n_k)
     _check_len("yticklabels", yticklabels, n_q)
     vmin, vmax = colour_scale(mats, check_bool("signed", signed))
+    unit = vmax if vmax < TINY_SCALE else None
+    if unit:
+        mats, vmin, vmax = mats / unit, -1.0, 1.0
     fig, axes = plt.subplots(rows, cols, figsize=(figsize[0] * cols, figsize[1] * rows),
                              sharex=True, sharey=True, squeeze=False)
     for i in range(rows):
@@ -57,13 +64,16 @@ def show_heatmaps(matrices, xlabel, ylabel, titles=None, figsize=(2.5, 2.5), cma
                 ax.set_xticks(range(n_k), xticklabels, rotation=90)
             if yticklabels is not None:
                 ax.set_yticks(range(n_q), yticklabels)
-    fig.colorbar(image, ax=axes, shrink=0.6)
+    colorbar = fig.colorbar(image, ax=axes, shrink=0.6)
+    if unit:
+        colorbar.set_label(f"x {unit:.3g}")
 
 
 def colour_scale(matrices, signed=False):
     """The (vmin, vmax) of ``show_heatmaps``: (0, 1) for attention weights, which must lie
     in [0, 1]; for ``signed`` values (-m, m) with m the largest finite magnitude (1 if none)."""
-    finite = onp.asarray(matrices)[onp.isfinite(matrices)]  # NaN would make min() NaN
+    values = onp.asarray(matrices, dtype="float64")  # |int8 -128| is -128 in int8
+    finite = values[onp.isfinite(values)]  # NaN would make min() NaN
     if signed:
         m = float(onp.abs(finite).max()) if finite.size else 0.0
         return (-m, m) if m > 0 else (-1.0, 1.0)

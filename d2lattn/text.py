@@ -348,6 +348,9 @@ class WordPieceTokenizer:
         if "max_seq_length" in sentence_config:
             options["model_max_length"] = sentence_config["max_seq_length"]
         if isinstance(options.get("unk_token"), dict):  # saved as an AddedToken
+            if "content" not in options["unk_token"]:
+                raise ValueError(f"{path / 'tokenizer_config.json'}: unk_token must be a str "
+                                 f"or a dict with 'content', got {options['unk_token']!r}")
             options["unk_token"] = options["unk_token"]["content"]
         return cls(path / "vocab.txt", **options)
 

@@ -7,7 +7,7 @@ from mxnet import init, np
 
 from d2lattn.bert import BERTClassifier, BERTEncoder, BERTModel, Pooler, mean_pool
 from d2lattn.data.nmt import ArrayLoader
-from d2lattn.train import evaluate_accuracy, train_classifier
+from d2lattn.train import classifier_batch_loss, evaluate_accuracy, train_classifier
 from reference import value
 
 VOCAB, D, FFN, HEADS, BLKS, MAX_LEN = 20, 8, 12, 2, 2, 16
@@ -50,6 +50,27 @@ def test_mean_pool_ignores_padding_and_gives_zeros_for_length_zero():
     onp.testing.assert_allclose(pooled[0], X[0].mean(axis=0), rtol=1e-5)
     onp.testing.assert_allclose(pooled[1], X[1, 0], rtol=1e-5)
     assert (pooled[2] == 0).all()
+
+
+@pytest.mark.parametrize("pooling", ["cls", "mean"])
+def test_a_batch_whose_lengths_are_all_zero_keeps_its_first_column(pooling):
+    """Every padding column used to be dropped, [CLS] too: 'tokens must have no empty axis,
+    got shape (3, 0)' for tokens of shape (3, 7)."""
+    net, (tokens, segments, _) = make_classifier(pooling), batch()
+    lens, labels = np.zeros(3, dtype="int32"), np.array([0, 2, 1], dtype="int32")
+    loss, correct = classifier_batch_loss(net, tokens, segments, lens, labels)
+    logits = net(tokens[:, :1], segments[:, :1], lens).asnumpy().astype(float)
+    log_p = logits - onp.log(onp.exp(logits).sum(1, keepdims=True))
+    assert float(loss) == pytest.approx(-log_p[range(3), [0, 2, 1]].sum(), rel=1e-5)
+    assert int(correct) == (logits.argmax(1) == [0, 2, 1]).sum()
+
+
+def test_mean_pool_of_float16_sums_in_float32():
+    """100 values of 1000 sum to 1e5, beyond float16's 65504: the mean used to be inf."""
+    X = onp.concatenate([onp.full((1, 100, 2), 1000.0), onp.full((1, 3, 2), 7.0)], axis=1)
+    pooled = mean_pool(np.array(X, dtype="float16"), np.array([101]))
+    assert pooled.dtype == onp.float16
+    onp.testing.assert_allclose(pooled.asnumpy(), X[:, :101].mean(axis=1), rtol=1e-3)
 
 
 def test_a_pretrained_pooler_is_shared_not_copied():

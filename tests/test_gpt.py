@@ -7,7 +7,7 @@ import random
 import mxnet as mx
 import numpy as onp
 import pytest
-from mxnet import autograd, init, np
+from mxnet import autograd, init, np, npx
 
 from d2lattn.gpt import GPT, _draw, generate, lm_loss, next_token_probs, perplexity, train_lm
 from reference import np_gelu, value
@@ -206,6 +206,81 @@ def test_lm_loss_ignores_padding_and_matches_numpy():
     assert float(lm_loss(logits, targets, np.zeros(2, dtype="int32"))[0]) == 0
 
 
+@pytest.mark.parametrize("steps", [2049, 65536])
+def test_lm_loss_counts_and_sums_float16_in_float32(steps):
+    """float16 counted 2049 targets as 2048 and summed 65,536 losses to inf (loss NaN)."""
+    logits = onp.zeros((1, steps, 3))
+    logits[0, ::2, 1] = 2.0  # every other target is the likelier class
+    loss, count = lm_loss(np.array(logits, dtype="float16"), np.ones((1, steps)))
+    log_p = logits[0] - onp.log(onp.exp(logits[0]).sum(-1, keepdims=True))
+    assert float(count) == steps and count.dtype == onp.float32
+    assert float(loss) == pytest.approx(-log_p[:, 1].mean(), rel=1e-5)
+
+
+@pytest.mark.parametrize("dtype", ["float16", "float32", "float64"])
+def test_lm_loss_gradient_in_every_float_dtype(dtype):
+    """(softmax - one_hot) / count: the division of a loss by a count of another dtype
+    has no backward in MXNet (an error that surfaced only at exit)."""
+    rng = onp.random.default_rng(4)
+    logits, y = rng.normal(size=(2, 3, 4)), rng.integers(0, 4, size=(2, 3))
+    X = np.array(logits, dtype=dtype)
+    X.attach_grad()
+    with autograd.record():
+        loss, count = lm_loss(X, np.array(y), np.array([3, 1]))
+    loss.backward()
+    npx.waitall()  # raises an error of the backward pass here, not at exit
+    p = onp.exp(logits) / onp.exp(logits).sum(-1, keepdims=True)
+    expected = (p - onp.eye(4)[y]) / 4
+    expected[1, 1:] = 0  # padding
+    assert X.grad.dtype == dtype and float(count) == 4
+    onp.testing.assert_allclose(X.grad.asnumpy(), expected, atol=2e-3 if dtype == "float16"
+                                else 1e-6)
+
+
+def test_lm_loss_names_numpy_targets():
+    with pytest.raises(TypeError, match="targets must be an mxnet.np.ndarray, got ndarray from "
+                                        "NumPy"):
+        lm_loss(np.zeros((1, 2, 3)), onp.zeros((1, 2)))
+
+
+def test_perplexity_beyond_exps_range_is_inf():
+    """A mean loss above 709.78 raised OverflowError from math.exp."""
+    net, X = make_gpt(), tokens((2, 6))
+    net.embedding.weight.set_data(net.embedding.weight.data() * 1e4)  # huge tied logits
+    log_p = np_gpt(net, X[:, :-1])
+    log_p -= log_p.max(-1, keepdims=True)
+    log_p -= onp.log(onp.exp(log_p).sum(-1, keepdims=True))
+    y = X.asnumpy()
+    mean_nll = -onp.mean([log_p[i, t, y[i, t + 1]] for i in range(2) for t in range(5)])
+    assert mean_nll > 710 and perplexity(net, X) == math.inf
+
+
+def test_perplexity_reads_the_tokens_on_the_nets_device(cpu1):
+    """Tokens on the default CPU used to fail against a net on mx.cpu(1)."""
+    X, lens = tokens((3, 6)), np.array([6, 4, 3])
+    assert perplexity(make_gpt(ctx=cpu1), X, lens) == pytest.approx(
+        perplexity(make_gpt(), X, lens), rel=1e-6)
+
+
+@pytest.mark.parametrize("kwargs, error, match", [
+    ({"device": "cpu"}, TypeError, "device must be an mxnet Context .* got 'cpu'"),
+    ({"clip": float("nan")}, ValueError, "clip must be a positive finite number, got nan"),
+    ({"batches": [(tokens((2, 4)), tokens((2, 4)))]}, TypeError,
+     "each batch must be an mxnet.np.ndarray, got tuple"),
+    ({"batches": [onp.zeros((2, 5), dtype="int32")]}, TypeError,
+     "each batch must be an mxnet.np.ndarray, got ndarray from NumPy")])
+def test_train_lm_names_bad_arguments_before_any_step(kwargs, error, match):
+    """A str device or d2l-style (X, Y) or NumPy batches raised AttributeError; clip=nan was
+    reported as theta, after the first step."""
+    args = {"net": GPT(VOCAB, 8, 8, 2, 1, 0.0, 8), "batches": [tokens((2, 5))] * 3,
+            "num_steps": 3, "lr": 0.01, "device": mx.cpu(), **kwargs}
+    args["batches"] = iter(args["batches"])
+    with pytest.raises(error, match=match):
+        train_lm(**args)
+    if "batch" not in match:
+        assert len(list(args["batches"])) == 3  # refused before reading a batch
+
+
 def test_perplexity_with_padding_equals_the_exp_of_the_mean_loss():
     net, X = make_gpt(), tokens((3, 6))
     lens = np.array([6, 3, 2], dtype="int32")
@@ -259,6 +334,51 @@ def test_the_cache_counts_towards_max_len_and_must_fit_the_model():
     for prompt in ([], "abc", None):
         with pytest.raises(ValueError, match="prompt_ids"):
             generate(net, prompt, 2)
+
+
+def test_caches_must_be_one_dict_per_block_with_one_length():
+    """[None, None] used to cache nothing (the next step 2.2 off) and blocks of different
+    lengths gave logits 1.9 off; both are refused before any block runs."""
+    net, X = make_gpt(), tokens((1, 3))
+    short, long = net.init_caches(), net.init_caches()
+    net(X[:, :2], short)
+    net(X, long)
+    with pytest.raises(ValueError, match=r"caches must hold as many steps in every block, "
+                                         r"got \[2, 3\]"):
+        net(X[:, :1], [short[0], long[1]])
+    assert [c["k"].shape[1] for c in short + long] == [2, 2, 3, 3]  # nothing extended
+    with pytest.raises(ValueError, match=r"list of 2 dicts .* got \[None, None\]"):
+        net(X[:, :1], [None, None])
+
+
+@pytest.mark.parametrize("prompt, error, match", [
+    ([1, 2 ** 32 + 1], ValueError, r"prompt_ids must hold token ids in \[0, 10\], got "
+                                   r"\[4294967297\]"),
+    ([2 ** 40], ValueError, r"got \[1099511627776\]"),
+    ([2 ** 70], ValueError, r"prompt_ids must hold token ids in \[0, 10\]"),
+    ([1, VOCAB], ValueError, r"got \[11\]"), ([-1], ValueError, r"got \[-1\]"),
+    ([1.0, 2.0], TypeError, "prompt_ids must hold ints, got dtype float64"),
+    ([True], TypeError, "got dtype bool"), ([1j], TypeError, "got dtype complex128")])
+def test_generate_refuses_prompts_that_are_not_token_ids(prompt, error, match):
+    """2**32 + 1 and 2**40 used to wrap to the valid ids 1 and 0 in int32."""
+    with pytest.raises(error, match=match):
+        generate(make_gpt(), prompt, 2)
+
+
+def test_generate_refuses_a_use_cache_that_is_not_a_bool():
+    with pytest.raises(TypeError, match="use_cache must be a bool, got 'no'"):
+        generate(make_gpt(), [1], 2, use_cache="no")
+
+
+@pytest.mark.parametrize("logits, dtype", [([True, False], "bool"), ([1 + 2j, 0], "complex128")])
+def test_next_token_probs_refuses_logits_that_are_not_real(logits, dtype):
+    with pytest.raises(TypeError, match=f"logits must hold real numbers, got dtype {dtype}"):
+        next_token_probs(onp.array(logits))
+
+
+def test_next_token_probs_of_int_logits_are_those_of_floats():
+    onp.testing.assert_array_equal(next_token_probs(onp.array([2, 0, 1])),
+                                   next_token_probs(onp.array([2.0, 0.0, 1.0])))
 
 
 @pytest.mark.parametrize("kwargs, error", [

@@ -4,6 +4,7 @@ import random
 
 import numpy as onp
 import pytest
+from hypothesis import given, settings, strategies as st
 
 from d2lattn.data.lm import consecutive_windows, load_corpus_lm, ngram_probs, random_windows
 from d2lattn.data.pretrain import load_paragraphs, split_paragraphs, tokenize
@@ -77,3 +78,56 @@ def test_ngram_probs_rejects_bad_input(kwargs, match):
     args = {"ids": [0, 1, 2], "vocab_size": 4, "order": 2, **kwargs}
     with pytest.raises(ValueError, match=match):
         ngram_probs(**args)
+
+
+CALLS = {"random_windows": lambda ids: next(random_windows(ids, 2, 2)),
+         "consecutive_windows": lambda ids: consecutive_windows(ids, 2, 0),
+         "ngram_probs": lambda ids: ngram_probs(ids, 4, 1)}
+
+
+@pytest.mark.parametrize("call", CALLS)
+@pytest.mark.parametrize("big", [2 ** 32 + 1, 2 ** 40])
+def test_ids_beyond_int32_are_refused_not_wrapped(call, big):
+    """In int32, 2**32 + 1 and 2**40 wrapped to the valid ids 1 and 0."""
+    with pytest.raises(ValueError, match=rf"ids must hold token ids in \[0, \d+\], got "
+                                         rf"\[{big}\]"):
+        CALLS[call]([0, 1, big, 3])
+
+
+@pytest.mark.parametrize("call", CALLS)
+@pytest.mark.parametrize("ids, dtype", [
+    ([0, 1.5, 1, 2], "float64"), ([0, 1.0, 1, 2], "float64"),
+    ([True, False, True, True], "bool"), ([0, 1j, 1, 2], "complex128")])
+def test_ids_that_are_not_ints_are_refused(call, ids, dtype):
+    """Floats were truncated and bools taken as 0 and 1, silently."""
+    with pytest.raises(TypeError, match=f"ids must hold ints, got dtype {dtype}"):
+        CALLS[call](ids)
+
+
+def test_the_windows_pad_must_fit_int32():
+    with pytest.raises(ValueError, match=r"pad must be an int in \[0, 2147483647\], got "
+                                         "4294967296"):
+        consecutive_windows([0, 1, 2], 2, 2 ** 32)
+
+
+@settings(derandomize=True, max_examples=60, deadline=None, database=None)
+@given(st.lists(st.integers(0, 2 ** 31 - 1), min_size=2, max_size=9),
+       st.sampled_from([None, -1, 2 ** 31, 2 ** 32 + 1, 2 ** 40]),
+       st.sampled_from(["int", "float", "numpy int64", "numpy float32"]))
+def test_windows_keep_int32_ids_exactly_and_refuse_the_rest(ids, bad, kind):
+    """Fuzz: the windows hold the very ids given, or the call names ids; never a wrapped or
+    truncated id."""
+    ids = ids if bad is None else ids + [bad]
+    given_ids = {"int": ids, "float": [float(i) for i in ids],
+                 "numpy int64": onp.array(ids, dtype="int64"),
+                 "numpy float32": onp.array(ids, dtype="float32")}[kind]
+    if kind in ("float", "numpy float32"):
+        with pytest.raises(TypeError, match="ids must hold ints, got dtype float"):
+            consecutive_windows(given_ids, 3, 0)
+    elif all(0 <= i < 2 ** 31 for i in ids):
+        tokens, lens = consecutive_windows(given_ids, 3, 0)
+        rows = [row[:n].tolist() for row, n in zip(tokens.asnumpy(), lens.asnumpy())]
+        assert [i for row in rows for i in row[1:]] == ids[1:] and rows[0][0] == ids[0]
+    else:
+        with pytest.raises(ValueError, match=r"ids must hold token ids in \[0, 2147483647\]"):
+            consecutive_windows(given_ids, 3, 0)

@@ -86,6 +86,32 @@ def test_show_heatmaps_signed_is_diverging_and_centred_at_zero():
     assert colour_scale(onp.zeros((1, 1, 2, 2)), signed=True) == (-1.0, 1.0)  # all zero
 
 
+def colours(image):
+    """The RGBA colour of each cell of a drawn image, as its figure shows it."""
+    image.figure.canvas.draw()  # the colorbar may adjust the scale when drawn
+    return image.to_rgba(image.get_array())
+
+
+def test_show_heatmaps_signed_int8_spans_minus_128():
+    """|int8 -128| is -128 in int8: the scale was (-5, 5) for these cells, 5 the darkest red."""
+    (image,) = heatmaps(onp.array([[[[-128, 5]]]], dtype="int8"), "k", "q",
+                        signed=True)[0, 0].images
+    assert image.get_clim() == (-128.0, 128.0)
+    cmap = plt.get_cmap(SIGNED_CMAP)
+    onp.testing.assert_allclose(colours(image)[0], [cmap(0.0), cmap((5 + 128) / 256)])
+
+
+@pytest.mark.parametrize("scale", [1e-300, 1e-310])
+def test_show_heatmaps_signed_tiny_values_keep_their_colours(scale):
+    """matplotlib widened a scale of +-1e-300 to +-0.1: every cell was drawn white."""
+    mats = onp.array([[[[-1.0, -0.3, 0.0, 0.55, 1.0]]]])  # no cell at a colour boundary
+    (expected,) = heatmaps(mats, "k", "q", signed=True)[0, 0].images
+    (image,) = heatmaps(mats * scale, "k", "q", signed=True)[0, 0].images
+    onp.testing.assert_allclose(colours(image), colours(expected), atol=1e-12)
+    assert image.colorbar.ax.get_ylabel() == f"x {scale:.3g}"
+    assert expected.colorbar.ax.get_ylabel() == ""
+
+
 def test_show_heatmaps_leaves_non_finite_cells_blank():
     mats = heatmap_data()
     mats[0, 0, 0, 0], mats[1, 1, 1, 1] = onp.nan, onp.inf

@@ -77,8 +77,8 @@ def np_smoothed_ce(logits, labels, valid_len, eps):
     each sequence's real tokens (float64)."""
     vocab = logits.shape[-1]
     logp = logits - onp.log(onp.exp(logits).sum(-1, keepdims=True))
-    target = (1 - eps) * onp.eye(vocab)[labels] + eps / vocab
-    per_token = -(target * logp).sum(-1)
+    at_label = onp.take_along_axis(logp, labels[..., None], -1)[..., 0]
+    per_token = -(1 - eps) * at_label - eps / vocab * logp.sum(-1)
     return (per_token * (onp.arange(labels.shape[1]) < valid_len[:, None])).sum(1)
 
 
@@ -124,6 +124,32 @@ def test_label_smoothing_gradient_is_softmax_minus_targets_and_zero_at_padding()
 def test_label_smoothing_rejects_bad_rates(eps):
     with pytest.raises(ValueError, match=r"label_smoothing must be a number in \[0, 1\)"):
         MaskedSoftmaxCELoss(eps)
+
+
+@pytest.mark.parametrize("vocab, eps", [(30522, 0.0), (50257, 0.0), (70000, 0.1)],
+                         ids=["BERT", "GPT-2", "smoothed-70000"])
+def test_float16_logits_are_summed_in_float32(vocab, eps):
+    """Over large vocabularies MXNet's float16 sums saturate: zero logits over BERT's 30,522
+    classes gave 7.625 instead of log 30522 = 10.33, and smoothing over 70,000 gave NaN."""
+    rng = onp.random.default_rng(0)
+    logits = (rng.normal(size=(2, 3, vocab)) * 3).astype("float16")
+    labels, valid_len = rng.integers(0, vocab, size=(2, 3)), onp.array([3, 2])
+    got = MaskedSoftmaxCELoss(eps)(np.array(logits), np.array(labels), np.array(valid_len))
+    expected = np_smoothed_ce(logits.astype("float64"), labels, valid_len, eps)
+    assert got.dtype == onp.float32
+    onp.testing.assert_allclose(got.asnumpy(), expected, rtol=1e-5)
+    zeros = MaskedSoftmaxCELoss(eps)(np.zeros((1, 1, vocab), dtype="float16"),
+                                     np.array([[0]]), np.array([1]))
+    assert float(zeros[0]) == pytest.approx(math.log(vocab), rel=1e-6)
+
+
+@pytest.mark.parametrize("which", ["pred", "label", "valid_len"])
+def test_python_lists_are_named(which):
+    """Lists raised AttributeError ('list' object has no attribute 'ndim')."""
+    args = {"pred": np.zeros((1, 1, 2)), "label": np.zeros((1, 1)), "valid_len": np.ones(1)}
+    args[which] = args[which].tolist()
+    with pytest.raises(TypeError, match=f"{which} must be an mxnet.np.ndarray, got list"):
+        MaskedSoftmaxCELoss()(*args.values())
 
 
 # --- Infinite and NaN logits, against PyTorch -------------------------------------------------
@@ -184,6 +210,30 @@ def test_train_seq2seq_rejects_ambiguous_learning_rates():
         train_seq2seq(net, data, None, 1, tgt_vocab, mx.cpu(), lr_scheduler=lambda n: 0.1)
     with pytest.raises(ValueError, match=r"label_smoothing must be a number in \[0, 1\)"):
         train_seq2seq(net, data, 0.01, 1, tgt_vocab, mx.cpu(), label_smoothing=1.5)
+
+
+def test_train_seq2seq_checks_clip_before_any_step():
+    """clip=nan was reported as theta, by grad_clipping after the first step."""
+    data, src_vocab, tgt_vocab = load_data_nmt(reverse_task(4), 2)
+    with pytest.raises(ValueError, match="clip must be a positive finite number, got nan"):
+        train_seq2seq(transformer(src_vocab, tgt_vocab), data, 0.01, 1, tgt_vocab, mx.cpu(),
+                      clip=float("nan"))
+
+
+class Float16Logits(gluon.nn.Block):
+    """A stand-in sequence-to-sequence model: zero float16 logits over 3 classes."""
+
+    def forward(self, X, dec_X, X_valid_len):
+        return np.zeros((*dec_X.shape, 3), dtype="float16"), None
+
+
+def test_seq2seq_batch_loss_counts_float16_tokens_in_float32():
+    """float16 counted 2049 tokens as 2048."""
+    Y = np.zeros((1, 2049), dtype="int32")
+    batch = (np.ones((1, 2), dtype="int32"), np.array([2]), Y, np.array([2049]))
+    loss, count = seq2seq_batch_loss(Float16Logits(), batch, 1, mx.cpu())
+    assert float(count) == 2049 and count.dtype == onp.float32
+    assert float(loss) == pytest.approx(2049 * math.log(3), rel=1e-5)  # float32 sums
 
 
 def test_small_transformer_learns_to_reverse(cpu1):

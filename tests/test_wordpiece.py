@@ -237,6 +237,16 @@ def test_from_pretrained_dir_reads_the_tokenizer_config(tmp_path):
     assert cased.tokenize("The cat 中文") == ["[UNK]", "cat", "[UNK]"]
 
 
+def test_an_unk_token_dict_without_content_names_the_config(tmp_path):
+    """A KeyError: 'content' before (issue 33)."""
+    (tmp_path / "vocab.txt").write_text("\n".join(TINY) + "\n", encoding="utf-8")
+    config = tmp_path / "tokenizer_config.json"
+    config.write_text(json.dumps({"unk_token": {"lstrip": False}}), encoding="utf-8")
+    with pytest.raises(ValueError, match=r"tokenizer_config.json: unk_token must be a str or "
+                                         r"a dict with 'content', got \{'lstrip': False\}"):
+        WordPieceTokenizer.from_pretrained_dir(tmp_path)
+
+
 def test_vocab_file_path_equals_token_list(tmp_path):
     (tmp_path / "vocab.txt").write_text("\n".join(TINY) + "\n", encoding="utf-8")
     from_file = WordPieceTokenizer(tmp_path / "vocab.txt")

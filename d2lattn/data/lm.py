@@ -10,7 +10,7 @@ import random
 import numpy as onp
 from mxnet import np
 
-from .._checks import check_int, check_positive
+from .._checks import INT32_IDS, check_id_list, check_int, check_positive
 from .pretrain import load_paragraphs, split_paragraphs, tokenize
 from ..text import Vocab
 
@@ -34,13 +34,14 @@ def load_corpus_lm(min_freq=3):
 def random_windows(ids, batch_size, num_steps, seed=0):
     """Endless minibatches (batch_size, num_steps + 1) int32 of windows of ``ids`` starting
     at offsets drawn with ``random.Random(seed)``: a model reads window[:-1] and predicts
-    window[1:]."""
+    window[1:]. ``ids``: ints in int32's range."""
     batch_size = check_int("batch_size", batch_size, minimum=1)
     num_steps = check_int("num_steps", num_steps, minimum=1)
+    ids = check_id_list("ids", ids).astype("int32")
     if len(ids) <= num_steps:
         raise ValueError(f"ids must have more than num_steps = {num_steps} tokens, got "
                          f"{len(ids)}")
-    rng, ids = random.Random(check_int("seed", seed)), onp.asarray(ids, dtype="int32")
+    rng = random.Random(check_int("seed", seed))
     while True:
         starts = [rng.randrange(len(ids) - num_steps) for _ in range(batch_size)]
         yield np.array(onp.stack([ids[s:s + num_steps + 1] for s in starts]), dtype="int32")
@@ -49,12 +50,15 @@ def random_windows(ids, batch_size, num_steps, seed=0):
 def consecutive_windows(ids, num_steps, pad):
     """``ids`` cut into windows of num_steps + 1 tokens that overlap by one, so that every
     token but the first is predicted once: ``(tokens (n, num_steps + 1) int32, valid_lens
-    (n,) int32)``, the last window padded with ``pad``."""
+    (n,) int32)``, the last window padded with ``pad``. ``ids`` and ``pad``: ints in int32's
+    range."""
     num_steps = check_int("num_steps", num_steps, minimum=1)
+    ids = check_id_list("ids", ids)
     if len(ids) < 2:
         raise ValueError(f"ids must have at least 2 tokens, got {len(ids)}")
     starts = range(0, len(ids) - 1, num_steps)
-    tokens = onp.full((len(starts), num_steps + 1), check_int("pad", pad), dtype="int32")
+    tokens = onp.full((len(starts), num_steps + 1), check_int("pad", pad, 0, INT32_IDS - 1),
+                     dtype="int32")
     lens = onp.zeros(len(starts), dtype="int32")
     for row, start in enumerate(starts):
         window = ids[start:start + num_steps + 1]
@@ -72,10 +76,9 @@ def ngram_probs(ids, vocab_size, order, discount=0.75):
     and P the unigram; a token v never followed by anything gets P itself.
     """
     vocab_size = check_int("vocab_size", vocab_size, minimum=1)
-    ids = onp.asarray(ids, dtype="int64")
-    if ids.ndim != 1 or ids.size < 2 or ids.min() < 0 or ids.max() >= vocab_size:
-        raise ValueError(f"ids must be >= 2 token ids in [0, {vocab_size}), got "
-                         f"{ids[:5]}...")
+    ids = check_id_list("ids", ids, vocab_size)
+    if ids.size < 2:
+        raise ValueError(f"ids must have at least 2 tokens, got {ids.tolist()}")
     unigram = onp.bincount(ids, minlength=vocab_size) / ids.size
     if check_int("order", order, 1, 2) == 1:
         return unigram
