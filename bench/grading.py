@@ -21,7 +21,7 @@ from pathlib import Path
 
 from _timing import print_table
 from d2lattn.grading import grade, release
-from d2lattn.grading.notebook import parse_options, question_header, read_notebook
+from d2lattn.grading.master.notebook import parse_options, question_header, read_notebook
 
 ROOT = Path(__file__).resolve().parents[1]
 RUN_CELLS = """import json, sys
@@ -76,9 +76,12 @@ def grading_times(master, students):
 
 
 def reference_times(reference, master, students):
-    """:func:`grading_times` with the d2lattn of the checkout ``reference``."""
+    """:func:`grading_times` with the d2lattn of the checkout ``reference``, its own bench script
+    and its own copy of the master (a master may use what only its checkout has)."""
     env = dict(os.environ, PYTHONPATH=str(reference))
-    out = subprocess.run([sys.executable, __file__, "--times", str(master), "--students",
+    script, own = (Path(reference) / folder / name for folder, name in
+                   (("bench", "grading.py"), ("exercises", Path(master).name)))
+    out = subprocess.run([sys.executable, str(script), "--times", str(own), "--students",
                           str(students)], env=env, cwd=reference, check=True,
                          capture_output=True, text=True)
     return json.loads(out.stdout.splitlines()[-1])

@@ -22,8 +22,8 @@ from pathlib import Path
 
 from _timing import print_table
 from d2lattn.grading import grade, release
-from d2lattn.grading.gradebook import merge, read_roster
-from d2lattn.grading.notebook import (BEGIN, END, STUDENT, cell_source, question_header,
+from d2lattn.grading.batch.gradebook import merge, read_roster
+from d2lattn.grading.master.notebook import (BEGIN, END, STUDENT, cell_source, question_header,
                                       question_of, read_notebook)
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -1,11 +1,11 @@
-"""d2lattn.grading.calls: a case split into the steps that run beside the master only and the
+"""d2lattn.grading.master.calls: a case split into the steps that run beside the master only and the
 calls a submission's sandbox receives, with every part that does not touch the answer made
 into an input at release."""
 import doctest
 
 import pytest
 
-from d2lattn.grading import calls
+from d2lattn.grading.master import calls
 
 ANSWERS = {"softmax", "nw", "answer_q4"}
 

@@ -7,6 +7,7 @@ package's wheel holds no master."""
 import importlib
 import inspect
 import json
+import os
 import re
 import shutil
 import subprocess
@@ -19,10 +20,13 @@ import numpy as onp
 import pytest
 
 import d2lattn
-from d2lattn.grading import cases, release, shadow, student, stubs
-from d2lattn.grading import forbid as forbid_module
-from d2lattn.grading.callgraph import call_graph
-from d2lattn.grading.notebook import cell_source, parse_options, question_header
+from d2lattn.grading import release, student
+from d2lattn.grading.forbid import shadow
+from d2lattn.grading.master import cases
+from d2lattn.grading.releasing import stubs
+from d2lattn.grading.forbid import names as forbid_module
+from d2lattn.grading.forbid.callgraph import call_graph
+from d2lattn.grading.master.notebook import cell_source, parse_options, question_header
 
 ROOT = Path(__file__).resolve().parents[1]
 MASTERS = sorted((ROOT / "exercises").glob("ch*.ipynb"))
@@ -36,7 +40,7 @@ def released(tmp_path_factory):
     sandbox and raises if a master misses a point or a student notebook earns one."""
     if not MASTERS:
         pytest.skip("no masters here (a public copy keeps them private, exercises/README.md)")
-    if shutil.which("bwrap") is None:
+    if shutil.which("bwrap") is None and os.environ.get("CI") != "true":  # CI: a failure
         pytest.skip("release runs the masters in bubblewrap (bwrap)")
     out = tmp_path_factory.mktemp("released")
     release(ROOT / "exercises", out)
@@ -99,7 +103,7 @@ def test_the_wheel_holds_the_package_and_no_exercise(tmp_path):
     assert build.returncode == 0, build.stderr[-2000:]
     wheel, = tmp_path.glob("d2lattn-*.whl")
     names = zipfile.ZipFile(wheel).namelist()
-    assert "d2lattn/grading/runner.py" in names
+    assert "d2lattn/grading/sandbox/runner.py" in names
     leaks = [name for name in names if not name.startswith(("d2lattn/", "d2lattn-"))
              or name.endswith((".ipynb", ".json")) or "exercises" in name or "tests" in name]
     assert not leaks, leaks
@@ -135,7 +139,7 @@ def test_no_scored_case_expects_a_verdict_or_a_form(master, released):
 def test_release_refuses_verdicts_forms_and_cases_a_trivial_answer_passes(tmp_path):
     """Release grades trivial answers of every question (here: the constant 2 and the input
     unchanged pass the public case) and refuses bools and forms outside format checks."""
-    if shutil.which("bwrap") is None:
+    if shutil.which("bwrap") is None and os.environ.get("CI") != "true":  # CI: a failure
         pytest.skip("release runs the masters in bubblewrap (bwrap)")
     weak = "# doubles\n>>> double(1)\n2\n\n# HIDDEN\n# a negative number\n>>> double(-3)\n-6"
     strong = "# doubles\n>>> double(1)\n2\n>>> double(5)\n10\n\n# HIDDEN\n" \

@@ -4,6 +4,7 @@ gradebook and its Canvas and Moodle exports, shards merged into the unsharded gr
 import base64
 import csv
 import json
+import os
 import re
 import shutil
 import time
@@ -13,16 +14,17 @@ import pytest
 
 from d2lattn.grading import grade, release
 from d2lattn.grading.__main__ import main
-from d2lattn.grading.batch import _named_assignment
-from d2lattn.grading.gradebook import (Row, Student, changes, gradebook, read_roster,
+from d2lattn.grading.batch.grade_folder import _named_assignment
+from d2lattn.grading.batch.gradebook import (Row, Student, changes, gradebook, read_roster,
                                        write_exports)
-from d2lattn.grading.notebook import cell_source, is_grader_cell, notebook_meta
-from d2lattn.grading.releasing import assignment_of, private_cases, split_master
-from d2lattn.grading.submissions import (Submission, find_submissions, name_students,
+from d2lattn.grading.master.notebook import cell_source, is_grader_cell, notebook_meta
+from d2lattn.grading.releasing.split import assignment_of, private_cases, split_master
+from d2lattn.grading.batch.submissions import (Submission, find_submissions, name_students,
                                          student_identity)
 
 SAMPLE = Path(__file__).parent / "data" / "grading" / "sample.ipynb"
-needs_sandbox = pytest.mark.skipif(shutil.which("bwrap") is None,
+needs_sandbox = pytest.mark.skipif(shutil.which("bwrap") is None
+                                   and os.environ.get("CI") != "true",  # CI: a failure
                                    reason="grading needs bubblewrap (bwrap)")
 
 
@@ -50,7 +52,7 @@ def write(path, nb):
 
 @pytest.fixture(scope="module")
 def bundle(tmp_path_factory):
-    if shutil.which("bwrap") is None:
+    if shutil.which("bwrap") is None and os.environ.get("CI") != "true":  # CI: a failure
         pytest.skip("grading needs bubblewrap (bwrap)")
     out = tmp_path_factory.mktemp("release")
     release(SAMPLE, out)

@@ -14,12 +14,17 @@ from pathlib import Path
 
 import pytest
 
-from d2lattn.grading import cases, grade, release, sandbox, shadow
+from d2lattn.grading import grade, limits, release
+from d2lattn.grading.forbid import shadow
+from d2lattn.grading.master import cases
+from d2lattn.grading.sandbox import bwrap as sandbox
 from d2lattn.grading.__main__ import main
-from d2lattn.grading.execute import NO_RUN, run_submission
-from d2lattn.grading.values import one_line
+from d2lattn.grading.sandbox.session import NO_RUN, run_submission
+from d2lattn.grading.master.values import one_line
+from d2lattn.grading.sandbox import runner
+from grading_support import call_case, processes_gone
 
-pytestmark = pytest.mark.skipif(shutil.which("bwrap") is None,
+pytestmark = pytest.mark.skipif(shutil.which("bwrap") is None and os.environ.get("CI") != "true",
                                 reason="grading needs bubblewrap (bwrap)")
 SAMPLE = Path(__file__).parent / "data" / "grading" / "sample.ipynb"
 TOKEN = f"d2lattn-{os.getpid()}-{int(time.time())}"
@@ -36,7 +41,7 @@ def run(code, tmp_path, groups=1, examples=(("result", True),), timeout=30):
     per-group ``(values, raised, notes)`` of one case evaluating ``examples``."""
     shadows = shadow.Shadows(tmp_path / "shadows")
     forbids = [(), ("d2lattn.masked_softmax",), ("d2lattn.DotProductAttention",)][:groups]
-    done = run_submission([(1, code)], [(shadows(forbid), [[call_case(number, *examples)]])
+    done = run_submission([(1, code)], [(shadows(forbid), [[steps_case(number, *examples)]])
                                         for number, forbid in enumerate(forbids)],
                           timeout, 10, 100_000)
     return [([decoded(v) for v in group.results[number]["values"]]
@@ -45,7 +50,7 @@ def run(code, tmp_path, groups=1, examples=(("result", True),), timeout=30):
             for number, group in enumerate(done)]
 
 
-def call_case(number, *steps):
+def steps_case(number, *steps):
     """A case request as grading sends it: calls on the namespace, no inputs, no scope."""
     return {"id": number, "question": "q", "scope": None,
             "steps": [{"call": call, "inputs": None, "want": want} for call, want in steps]}
@@ -200,7 +205,7 @@ def test_a_submission_holding_its_processes_does_not_stop_its_neighbours(tmp_pat
                              groups=2)
     thread.join()
     (held, _, _), = outcomes["hog"]
-    assert held[0] >= sandbox.LIMITS["RLIMIT_NPROC"] - 10, held  # it did hold them
+    assert held[0] >= limits.RLIMITS["RLIMIT_NPROC"] - 10, held  # it did hold them
     for name in ("honest", "honest2"):
         assert [values for values, _, _ in outcomes[name]] == [[42], [42]], outcomes[name]
 
@@ -223,8 +228,8 @@ def flood():  # run by the case: 40 copies of its record, then a million tiny on
             pass
     return 1'''
 PEAK = '''import json, sys, tempfile
-from d2lattn.grading import shadow
-from d2lattn.grading.execute import run_submission
+from d2lattn.grading.forbid import shadow
+from d2lattn.grading.sandbox.session import run_submission
 
 
 def peak():
@@ -251,7 +256,7 @@ def test_a_flood_of_records_does_not_grow_the_grader():
 
 
 def test_values_over_the_budget_are_dropped_and_reported(tmp_path, monkeypatch):
-    monkeypatch.setattr(sandbox, "MAX_OBJECTS", 1000)
+    monkeypatch.setattr(limits, "MAX_OBJECTS", 1000)
     (values, _, notes), = run("result = list(range(5000))\nsmall = 3", tmp_path,
                               examples=[("small", True), ("result", True)])
     assert values is None  # the case's record was over the budget: not kept
@@ -423,8 +428,8 @@ def test_every_public_phase_runs_before_any_hidden_phase(tmp_path):
     student; nothing hidden may exist anywhere while they are made)."""
     shadows = shadow.Shadows(tmp_path)
     clock = "__import__('time').monotonic()"
-    groups = [(shadows(forbid), [[call_case(2 * n, (clock, True))],
-                                 [call_case(2 * n + 1, (clock, True))]])
+    groups = [(shadows(forbid), [[steps_case(2 * n, (clock, True))],
+                                 [steps_case(2 * n + 1, (clock, True))]])
               for n, forbid in enumerate([(), ("d2lattn.masked_softmax",)])]
     done = run_submission([(1, "x = 1")], groups, 60, 10, 1000)
     times = {case: record["values"][0]["v"] for group in done
@@ -434,8 +439,8 @@ def test_every_public_phase_runs_before_any_hidden_phase(tmp_path):
 
 
 NICE = '''import json, os, sys, tempfile
-from d2lattn.grading import shadow
-from d2lattn.grading.execute import run_submission
+from d2lattn.grading.forbid import shadow
+from d2lattn.grading.sandbox.session import run_submission
 
 os.nice(7)
 case = {"id": 0, "question": "q", "scope": None, "steps": [
@@ -534,3 +539,123 @@ def test_a_hidden_case_tells_only_whether_it_passed(tmp_path, bundle):
     assert (row.points, row.reason) == (1.5, "3 of 4 cases passed; failed: hidden case 1 "
                                              "(large scores do not overflow)")
     assert "called" not in (tmp_path / "out" / "feedback" / "probe.md").read_text()
+
+
+# --- a sandbox per group: nothing passes from one to the next -----------------------------
+
+GROUP_TRACES = '''import glob, os, time
+seen = sorted(glob.glob("/tmp/**", recursive=True) + glob.glob("/dev/shm/*"))
+alive = len([pid for pid in os.listdir("/proc") if pid.isdigit()])
+first = os.fork()  # the PID namespace's counter, then the tmpfs's inode counter
+if first == 0:
+    os._exit(0)
+os.waitpid(first, 0)
+open("/tmp/count", "w").close()
+counters = [first, os.stat("/tmp/count").st_ino]
+os.makedirs("/tmp/locked/in")  # a folder the runner could not enter to empty it
+open("/tmp/locked/in/stash", "w").write("stash = 1")
+os.chmod("/tmp/locked", 0)
+startup = os.path.expanduser("~/.ipython/profile_default/startup")
+os.makedirs(startup, exist_ok=True)
+for path in ("/tmp/stash", "/dev/shm/stash", os.path.join(startup, "00-stash.py")):
+    try:
+        open(path, "w").write("stash = 1")
+    except OSError:
+        pass
+forked = 0
+try:
+    for _ in range(400):
+        if os.fork() == 0:
+            time.sleep(60)
+            os._exit(0)
+        forked += 1
+except OSError:
+    pass'''
+
+
+def test_a_group_leaves_nothing_to_the_next_and_processes_are_capped(tmp_path):
+    """Each group of questions starts from the same state, whatever the one before it wrote,
+    locked or started: the same files, the same next pid and inode number (a sandbox of its
+    own); the number of processes is capped even when the grader runs as root."""
+    from d2lattn.grading.sandbox.session import run_submission
+
+    shadows = shadow.Shadows(tmp_path)
+
+    def group(number, forbid):
+        return shadows(forbid), [[call_case(number, "(seen, alive, forked, counters)")]]
+
+    first, second = run_submission(
+        [(1, GROUP_TRACES)], [group(0, ()), group(1, ("d2lattn.masked_softmax",))],
+        timeout=60, case_timeout=5, max_output=10_000)
+    (seen, alive, forked, counters), = [[part["v"] for part in value["v"]]
+                                        for value in first.results[0]["values"]]
+    assert "stash" not in str(seen) and first.results[0]["values"] == second.results[1]["values"]
+    assert alive == 2 and 0 < forked < limits.RLIMITS["RLIMIT_NPROC"]  # PID 1, the runner
+    assert counters[0]["v"] > 2  # the control: a fork got a pid, and the same in the next group
+    assert processes_gone(runner.__doc__.splitlines()[0])  # every runner has ended
+
+
+FORGER = '''import json, os, threading, time
+FORGED = [{"cells_done": None}, {"phase_done": True}, {"group_done": True}] + [
+    {"case": number, "values": [{"t": "num", "v": 42}], "wants": [], "raised": None, "at": None}
+    for number in (0, 1)] * 20
+
+
+def forge():  # records for every case and every stage, from this group into the next ones
+    for _ in range(300):
+        for fd in range(3, 12):
+            try:
+                os.write(fd, "".join(json.dumps(r) + "\\n" for r in FORGED).encode())
+            except OSError:
+                pass
+        time.sleep(0.01)
+
+
+threading.Thread(target=forge, daemon=True).start()'''
+
+
+def test_records_forged_by_a_group_never_reach_the_grader(tmp_path):
+    """A group's processes write records for every case, its own and the next group's:
+    the next group's sandbox is another, so whatever they write, its results are its own."""
+    from d2lattn.grading.sandbox.session import run_submission
+
+    shadows = shadow.Shadows(tmp_path)
+    first, second = run_submission(
+        [(1, FORGER), (2, "x = 0")], [(shadows(()), [[call_case(0, "x + 1")]]),
+                                      (shadows(("d2lattn.masked_softmax",)),
+                                       [[call_case(1, "x + 1")]])],
+        timeout=30, case_timeout=5, max_output=10_000)
+    assert second.results[1]["values"] == [{"t": "num", "v": 1}]
+    assert 1 not in first.results  # a record it forged for another group's case: dropped
+
+
+def test_the_sandbox_starts_from_a_python_path_with_dot_dot(tmp_path, monkeypatch):
+    from d2lattn.grading.sandbox.session import run_submission
+
+    up = "../" * (len(tmp_path.parts) - 1)  # a folder the sandbox does not have, then up to /
+    monkeypatch.setattr(sys, "executable", f"{tmp_path}/{up}{sys.executable.lstrip('/')}")
+    group, = run_submission([(1, "x = 2")], [(shadow.Shadows(tmp_path)(()),
+                                               [[call_case(0, "1 + x")]])], 30, 5, 1000)
+    assert group.results[0]["values"] == [{"t": "num", "v": 3}], group.notes
+
+
+def test_the_sandboxed_package_keeps_its_data_files(tmp_path):
+    from d2lattn.data import load_paragraphs, read_doc_topics
+    from d2lattn.grading.sandbox.session import run_submission
+
+    group, = run_submission(
+        [(1, "from d2lattn.data import load_paragraphs, read_doc_topics")],
+        [(shadow.Shadows(tmp_path)(("d2lattn.masked_softmax",)),
+          [[call_case(0, "load_paragraphs()[:3]", "read_doc_topics('test')[0][:3]")]])],
+        60, 30, 1000)
+    assert group.results[0]["raised"] is None, group
+    assert group.results[0]["values"] == [runner.encode(load_paragraphs()[:3]),
+                                    runner.encode(read_doc_topics("test")[0][:3])]
+
+
+def test_grading_refuses_to_run_without_a_sandbox(tmp_path, monkeypatch):
+    monkeypatch.setattr(shutil, "which", lambda name: None)
+    with pytest.raises(sandbox.SandboxError, match=r"apt-get install bubblewrap\) or, only for "
+                                                   r"submissions you trust, pass --unsafe"):
+        sandbox.check_sandbox()
+    sandbox.check_sandbox(unsafe=True)  # the caller's explicit choice

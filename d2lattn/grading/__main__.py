@@ -4,11 +4,11 @@
 import argparse
 import sys
 
-from .batch import NOTEBOOK_BUDGET, grade
-from .gradebook import merge, read_roster
+from .batch.grade_folder import grade
+from .batch.gradebook import merge, read_roster
+from .limits import CASE_SECONDS, MAX_BYTES, MAX_CODE, MAX_OUTPUT, NOTEBOOK_SECONDS
 from .releasing import release
-from .sandbox import SandboxError
-from .submissions import MAX_BYTES, MAX_CODE
+from .sandbox.bwrap import SandboxError
 
 UNSAFE = ("run the notebooks WITHOUT a sandbox (where bubblewrap is missing): a submission can "
           "then read the bundle and change the grades; only for notebooks you trust")
@@ -39,10 +39,11 @@ def main(argv=None):
                                       "optionally name (a Canvas or Moodle export works)")
     gra.add_argument("--shard", type=_shard, help="I/N: grade only the I-th of N shares of the "
                                                   "class, then join them with merge")
-    gra.add_argument("--timeout", type=float, default=NOTEBOOK_BUDGET,
+    gra.add_argument("--timeout", type=float, default=NOTEBOOK_SECONDS,
                      help="seconds per notebook, all its code and tests together")
-    gra.add_argument("--case-timeout", type=float, default=10, help="seconds per test example")
-    gra.add_argument("--max-output", type=int, default=1_000_000,
+    gra.add_argument("--case-timeout", type=float, default=CASE_SECONDS,
+                     help="seconds per test example")
+    gra.add_argument("--max-output", type=int, default=MAX_OUTPUT,
                      help="characters of output kept per notebook")
     gra.add_argument("--max-bytes", type=int, default=MAX_BYTES,
                      help="larger submission files are not read")

@@ -1,6 +1,6 @@
 """What a test case may hand a student's answer to, for a property that needs more than one
 call (a gradient): importable, so that a case passes it to the sandbox by name, never as code
-(see :mod:`d2lattn.grading.calls`)."""
+(see :mod:`d2lattn.grading.master.calls`)."""
 
 
 def input_gradient(function, X, weights):

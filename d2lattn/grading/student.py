@@ -3,10 +3,10 @@
 import sys
 import textwrap
 
-from .cases import cases_of, format_report, run_test, scores
-from .forbid import forbidden_uses
+from .forbid.names import forbidden_uses
+from .limits import CHECK_CASE_SECONDS
+from .master.cases import cases_of, format_report, run_test, scores
 
-CASE_TIME_LIMIT = 60  # seconds per example: a student's endless loop ends with a message
 _TESTS = {}
 
 
@@ -34,7 +34,7 @@ def check(question, env=None):
         raise TypeError(f"env must be a dict of names, got {type(env).__name__}")
     test = _TESTS[question]
     results = [dict(result, format=not scores(case)) for result, case in zip(
-        run_test(test, dict(env), hidden=False, time_limit=CASE_TIME_LIMIT),
+        run_test(test, dict(env), hidden=False, time_limit=CHECK_CASE_SECONDS),
         cases_of(test, False))]
     print(format_report(question, results) + "\n(hidden cases, if any, run when grading)"
           + forbidden_note(question, test.get("forbid") or [], env))

@@ -9,7 +9,8 @@ A case's examples are split at release, from their source alone:
 - from that step on, every step is sent to the sandbox as a *call*: its source with every
   sub-expression that names no answer, no name the case bound and no name local to a
   ``lambda`` or comprehension replaced by an *input* (``__in0``, ``__in1``, ...), a value the
-  master's run computes at release and the bundle stores (see :mod:`d2lattn.grading.runner`).
+  master's run computes at release and the bundle stores (see
+  :mod:`d2lattn.grading.sandbox.runner`).
   A value the case made before its first call and that a call passes as it is (``X`` of
   ``softmax(X)``), or that a later call reads (an earlier call may have changed it), reaches
   the sandbox in the case's *scope*: the values taken just before the first call, in one

@@ -100,7 +100,7 @@ def question_of(cell):
 def parse_options(name, options):
     """``{"points": float, "forbid": [names]}`` from a header's ``key=value`` words, and
     ``"allow": [names]`` if it names any (package objects that may keep using a forbidden
-    object's helpers, see :func:`d2lattn.grading.forbid.body`)."""
+    object's helpers, see :func:`d2lattn.grading.forbid.names.body`)."""
     parsed = {"points": 1.0, "forbid": []}
     for word in options.split():
         key, _, value = word.partition("=")
@@ -198,7 +198,8 @@ def check_call(name):
 
 def is_grader_cell(cell):
     """True for the cells release adds (test registration, check calls, the ``# STUDENT``
-    cell, read by :func:`d2lattn.grading.submissions.student_identity`): grading skips them."""
+    cell, read by :func:`d2lattn.grading.batch.submissions.student_identity`): grading skips
+    them."""
     return first_line(cell) == REGISTRATION or bool(CHECK.fullmatch(cell_source(cell).strip())) \
         or bool(STUDENT.match(cell_source(cell)))
 

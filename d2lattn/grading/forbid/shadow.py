@@ -6,15 +6,16 @@ import shutil
 import threading
 from pathlib import Path
 
-from .callgraph import PACKAGE, call_graph
-from .forbid import body, forbidden_message
+from ..limits import PACKAGE
+from .callgraph import call_graph
+from .names import body, forbidden_message
 
 
 def shadow_package(forbid, folder):
     """Copy ``d2lattn`` into ``folder`` with each object of ``forbid`` (dotted names), and the
-    private helpers that only it uses (:func:`d2lattn.grading.forbid.body`), replaced by a stub
-    that raises PermissionError; return the copy's path. Raises ValueError for a name that is
-    not a function or class defined at the top of a d2lattn module."""
+    private helpers that only it uses (:func:`d2lattn.grading.forbid.names.body`), replaced
+    by a stub that raises PermissionError; return the copy's path. Raises ValueError for a
+    name that is not a function or class defined at the top of a d2lattn module."""
     target = Path(folder) / "d2lattn"
     shutil.copytree(PACKAGE, target, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
     stubs = {}

@@ -6,7 +6,8 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
 
-PACKAGE = Path(__file__).resolve().parents[1]  # the d2lattn folder
+from ..limits import PACKAGE
+
 
 
 @dataclass

@@ -13,15 +13,16 @@ example without an expected value is a setup step. A case whose message starts w
 ``format:`` checks the form of an answer (a type, a context): it is reported but earns nothing.
 A hidden case's message is all that grading shows of it: never its code or its values.
 Release evaluates every expected expression once, in the master's namespace, and stores its
-plain value (:func:`d2lattn.grading.runner.encode`) in the bundle as ``expected``, beside the
-case's ``call`` (:mod:`d2lattn.grading.calls`): the only part of it a submission's sandbox
-receives. Grading compares the submission's plain values with the expected ones
-(:func:`d2lattn.grading.values.same`).
+plain value (:func:`d2lattn.grading.sandbox.runner.encode`) in the bundle as ``expected``,
+beside the case's ``call`` (:mod:`d2lattn.grading.master.calls`): the only part of it a
+submission's sandbox receives. Grading compares the submission's plain values with the expected ones
+(:func:`d2lattn.grading.master.values.same`).
 """
 import ast
 import doctest
 
-from . import runner, values
+from ..sandbox import runner
+from . import values
 
 
 def cases_of(test, hidden):
@@ -100,7 +101,7 @@ def number_in(test, case):
 
 def plan_request(case_id, question, plan):
     """The runner's request for one case of the master at release (see
-    :func:`d2lattn.grading.runner.plan_case`): every step, the inputs to make, the scope."""
+    :func:`d2lattn.grading.sandbox.runner.plan_case`): every step, the inputs to make, the scope."""
     return {"id": case_id, "question": question, "scope": plan.scope, "plan": [
         {"source": s.source, "want": s.want, "call": s.call, "inputs": s.inputs}
         for s in plan.steps]}

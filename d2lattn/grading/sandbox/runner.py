@@ -12,7 +12,7 @@ questions (the questions that forbid the same objects) and talks to it in JSON l
    in, the hidden ones): ``{"cases": [...], "case_timeout"}``; for each case it sends the plain
    values (:func:`encode`) its checked steps returned, then ``{"phase_done": index}``.
 
-A case it receives is data (see :mod:`d2lattn.grading.calls`): the call of each step (the
+A case it receives is data (see :mod:`d2lattn.grading.master.calls`): the call of each step (the
 answer's names applied to inputs), the inputs as values and the case's scope, both pickled by
 the master's run at release. It never receives a case's source, a helper, an expected value
 or another group's anything, and it decides nothing. At release the same runner, running the

@@ -1,5 +1,5 @@
 """Plain values in the grader's process: is a submission's value (as the sandbox encoded it,
-see :func:`d2lattn.grading.runner.encode`) the expected one, and how to show it.
+see :func:`d2lattn.grading.sandbox.runner.encode`) the expected one, and how to show it.
 
 Nothing here calls a submission's object: both sides are JSON data, and the comparison runs on
 the grader's own NumPy. Numbers, booleans, arrays and (nested) lists or tuples of numbers are
@@ -9,9 +9,8 @@ Anything else must have the same kind and equal parts.
 """
 import numpy
 
-RTOL, ATOL = 1e-5, 1e-8
-ATOL_SINGLE = 1e-5  # when either side is a float32 or float16 array: its rounding, not an error
-SHOWN = 300  # characters of a value shown in a report
+from ..limits import ATOL, ATOL_SINGLE, RTOL, SHOWN
+
 KINDS = {"none", "bool", "str", "num", "dtype", "array", "context", "list", "tuple", "set",
          "dict", "type", "object"}
 

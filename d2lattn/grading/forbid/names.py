@@ -1,6 +1,6 @@
 """Forbidden names: where a student's code names one (a static scan of the cells), what a
 forbidden object's stub says, and which private helpers do a forbidden object's work (read
-from the package's call graph, :mod:`d2lattn.grading.callgraph`), so that they are stubbed
+from the package's call graph, :mod:`d2lattn.grading.forbid.callgraph`), so that they are stubbed
 with it."""
 import ast
 import re

@@ -1,34 +1,24 @@
-"""Release: master notebooks in; student notebooks and the instructor's autograder bundle out.
-
-Release runs each master once in the sandbox to compute every expected value (the master's
-expected expressions, evaluated in its own namespace, as plain data), refuses scored cases that
-expect a verdict or a form, grades trivial answers (:mod:`d2lattn.grading.stubs`) on every
-scored case and refuses any that passes, then checks its own work as grading will see it: the
-master, run with the notebook's forbidden objects stubbed, must score full marks, and the
-student notebook must score 0 on every question.
-"""
-import json
-import os
+"""Release, step 1: a master notebook split, without running anything, into the student
+notebook (solutions stubbed, hidden cases removed, public ones registered for ``check()``, a
+hand-in section) and its tests in OK format; an instructor's private hidden cases read."""
 import pprint
 import re
-import tempfile
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from . import calls, cases, stubs
-from .batch import grade_notebook
-from .execute import run_submission
-from .notebook import (QUESTION_LIKE, REGISTRATION, TESTS, TESTS_LIKE, cell_source,
-                       check_call, first_line, notebook_meta, parse_options, plain_markdown,
-                       question_header, read_notebook, runnable_cells, split_tests,
-                       strip_solutions)
-from .sandbox import check_sandbox
-from .shadow import Shadows
+from ..master import cases
+from ..master.notebook import (QUESTION_LIKE, REGISTRATION, TESTS, TESTS_LIKE, cell_source,
+                               check_call, first_line, notebook_meta, parse_options,
+                               plain_markdown, question_header, read_notebook, split_tests,
+                               strip_solutions)
 
 BARE_REF = re.compile(r"\{(?:ref|numref|doc|eq)\}`[^`<>]*`")  # a label with no text
+
 ASSIGNMENT = re.compile(r"[A-Za-z0-9][\w.-]*")
+
 PRIVATE = re.compile(r"#\s*TESTS\s+(?P<assignment>[A-Za-z0-9][\w.-]*)\.(?P<name>[A-Za-z_]\w*)")
+
 RUN_METADATA = ("execution", "ExecuteTime", "collapsed", "scrolled")  # when and how it ran
+
 HAND_IN = """## Hand in
 
 1. Fill in the `# STUDENT` cell below: your name and the e-mail address your course knows you
@@ -39,48 +29,17 @@ HAND_IN = """## Hand in
    GitHub Classroom repository), under the name your instructor gives, if any.
 3. Keep every `# QUESTION` line and cell: the grader finds your answers by them. Saved outputs
    and plots may stay; they are not read."""
+
 STUDENT_CELL = '# STUDENT: who you are (the grader reads these two lines)\nname = ""\nemail = ""'
-LIMITS = {"timeout": 900, "case_timeout": 120, "max_output": 1_000_000}
 
 
-def release(source, out="_build/exercises", unsafe=False, hidden=None):
-    """Release every master notebook of ``source`` (a folder of .ipynb files, or one file).
-
-    Writes ``out/<name>.ipynb``, the student version (solutions replaced by stubs, outputs and
-    execution metadata cleared, MyST roles turned into plain text, tests cells replaced by
-    ``check("<question>")`` cells, one hidden-source cell after the first code cell that
-    registers the public tests, a hand-in section and ``# STUDENT`` cell at the end), and
-    ``out/autograder/<assignment>.json``, the bundle ``{"assignment": ..., "tests": [...]}``
-    with every test, hidden cases and expected values included, in OK format. The assignment
-    is the master's ``metadata.d2lattn.assignment``, or else its file name; the student
-    notebook carries it. ``hidden``: an instructor's private file of extra hidden cases (see
-    :func:`private_cases`), added to the bundle only. Runs each master in the sandbox
-    (``unsafe``: see :func:`d2lattn.grading.grade`) and raises ValueError, writing nothing
-    for it, if the master misses a point or its student notebook earns one. Returns the
-    student notebooks' paths.
-    """
-    masters, out = _masters(source), Path(out)
-    if any(out.resolve() == master.parent.resolve() for master in masters):
-        raise ValueError(f"out must not be the folder of the master notebooks, got {str(out)!r}")
+def named_masters(masters):
+    """``[(path, notebook, assignment)]`` of the master files ``masters``; ValueError if two
+    are the same assignment."""
     named = [(master, nb, assignment_of(nb, master.stem))
              for master, nb in ((master, read_notebook(master)) for master in masters)]
     _check_unique([name for _, _, name in named])
-    split = [(master, name, *split_master(nb, name)) for master, nb, name in named]
-    if hidden is not None:
-        extra = private_cases(hidden, {name: tests for _, name, _, tests in split})
-        for _, name, _, tests in split:
-            for test in tests:
-                test["suites"][0]["cases"] += extra.get((name, test["name"]), [])
-    check_sandbox(unsafe)
-    (out / "autograder").mkdir(parents=True, exist_ok=True)
-    written = []
-    for master, name, student, tests in split:
-        tests = expected_values(read_notebook(master), tests, unsafe)
-        self_check(name, read_notebook(master), student, tests, unsafe)
-        _write_json(out / master.name, student)
-        _write_json(out / "autograder" / f"{name}.json", {"assignment": name, "tests": tests})
-        written.append(out / master.name)
-    return written
+    return named
 
 
 def assignment_of(nb, default):
@@ -135,130 +94,6 @@ def private_cases(path, tests):
     return extra
 
 
-def expected_values(nb, tests, unsafe=False):
-    """``tests`` with each case's ``expected`` plain values and its ``call`` (what a
-    submission's sandbox receives of it, see :mod:`d2lattn.grading.calls`), from one run of
-    the master ``nb`` (nothing stubbed) in which each case's setup runs, its inputs are made
-    and pickled, and each expected expression is evaluated after its example.
-
-    Then grades the trivial answers of :mod:`d2lattn.grading.stubs` on every case. Raises
-    ValueError if a case cannot be turned into data, if the master fails a case, if a scored
-    case expects a verdict (a bool: return the values instead) or checks a form (a type, a
-    shape, a context) without being marked ``format:``, or if a trivial answer passes a
-    scored case.
-    """
-    cells = [cell[:2] for cell in runnable_cells(nb)]
-    answers = calls.answer_names([cell_source(cell) for cell in nb["cells"]
-                                  if question_header(cell)])
-    plans, phase = {}, []
-    for test, case_id, case in cases.numbered(tests):
-        examples = [(e.source, e.want or None) for e in cases.parse_case(case["code"])[1]]
-        try:
-            plans[case_id] = calls.plan(examples, answers)
-        except calls.CaseError as err:
-            raise ValueError(f"{test['name']}, case {cases.number_in(test, case)}: {err}") \
-                from None
-        phase.append(cases.plan_request(case_id, test["name"], plans[case_id]))
-    with tempfile.TemporaryDirectory() as tmp:
-        group, = run_submission(cells, [(Shadows(tmp)(()), [phase])], **LIMITS, unsafe=unsafe)
-    errors = [f"code cell {n}: {o['error']}" for n, o in group.outputs.items() if o["error"]]
-    errors += [text for _, text in group.notes]
-    failed = []
-    for test, case_id, case in cases.numbered(tests):
-        record = group.results.get(case_id)
-        result = cases.judge(case["code"], record, record["wants"] if record else [])
-        if record is not None and (record["raised"] or "").startswith("PicklingError"):
-            failed.append(f"{test['name']}, case {cases.number_in(test, case)} cannot be "
-                          f"turned into data for the sandbox: {record['raised']}")
-        elif not result["passed"]:
-            failed.append(f"{test['name']}, case {cases.number_in(test, case)}: "
-                          f"{result['received']}")
-        else:
-            case["expected"] = record["wants"]
-            case["call"] = cases.call_of(plans[case_id], record)
-    if errors or failed:
-        raise ValueError(f"the master does not pass its own tests: {errors + failed}")
-    _refuse_verdicts(tests)
-    passed = trivial_answers(nb, tests, cells, unsafe)
-    if passed:
-        raise ValueError("trivial answers pass scored cases: " + str(
-            [f"{name}, case {number}: {label}" for name, number, label in passed][:20]))
-    return tests
-
-
-def _refuse_verdicts(tests):
-    """Raise ValueError for scored cases that expect a verdict or a form (see
-    :func:`d2lattn.grading.cases.verdict`)."""
-    verdicts = [f"{test['name']}, case {number}" for test in tests
-                for number, case in enumerate(cases.cases_of(test, True), 1)
-                if cases.scores(case) and cases.verdict(case)]
-    if verdicts:
-        raise ValueError(f"scored cases whose expected value is a verdict (a bool) or a form "
-                         f"(a type, dtype, context or shape; mark it 'format:' or compare "
-                         f"values instead): {verdicts}")
-
-
-def trivial_answers(nb, tests, cells, unsafe=False):
-    """``[(question, case number, trivial answer)]``: the scored cases of ``tests`` (expected
-    values and calls made) that a trivial answer of :func:`d2lattn.grading.stubs.variants`
-    passes. Each is graded as a submission's case is, in a fresh copy of the master's
-    namespace in which the trivial answer's cell ran first; two sandboxes share them."""
-    sources = {header[0]: cell_source(cell) for cell in nb["cells"]
-               for header in [question_header(cell)] if header}
-    phase, meta = [], {}
-    case_id = sum(len(cases.cases_of(test, True)) for test in tests)
-    for test in tests:
-        replays = [value for case in cases.cases_of(test, False) for value in case["expected"]]
-        for label, stub in stubs.variants(sources[test["name"]], replays):
-            for case in cases.cases_of(test, True):
-                if cases.scores(case):
-                    phase.append(dict(cases.call_request(case_id, test["name"], case),
-                                      prelude=stub))
-                    meta[case_id] = (test, case, label)
-                    case_id += 1
-    if not phase:
-        return []
-    jobs = min(2, os.cpu_count() or 1)  # the stubs are many: two sandboxes share them
-    with tempfile.TemporaryDirectory() as tmp, ThreadPoolExecutor(jobs) as pool:
-        package = Shadows(tmp)(())
-        runs = list(pool.map(lambda part: run_submission(cells, [(package, [part])], **LIMITS,
-                                                         unsafe=unsafe)[0],
-                             [phase[start::jobs] for start in range(jobs)]))
-    records = {key: value for run in runs for key, value in run.results.items()}
-    notes = [text for run in runs for _, text in run.notes]
-    passed = []
-    for case_id, (test, case, label) in meta.items():
-        record = records.get(case_id)
-        if record is None:
-            raise ValueError(f"{test['name']}: the trivial answer that {label} could not be "
-                             f"graded: {notes}")
-        if cases.judge(case["code"], cases.in_case(case, record), case["expected"])["passed"]:
-            passed.append((test["name"], cases.number_in(test, case), label))
-    return passed
-
-
-def self_check(assignment, master, student, tests, unsafe=False):
-    """Raise ValueError unless ``master`` scores full marks and ``student`` 0, both graded as
-    submissions. The student notebook runs once with nothing stubbed (stubs could only lower
-    its score); the master runs with every forbidden object of the notebook stubbed at once,
-    and only if that costs it a point, once per set of forbidden names, as grading runs it."""
-    union = tuple(sorted({name for test in tests for name in test["forbid"]}))
-    with tempfile.TemporaryDirectory() as tmp:
-        shadows = Shadows(tmp)
-        runs = (("student notebook", student, False, lambda forbid: shadows(())),
-                ("master", master, True, lambda forbid: shadows(union)),
-                ("master", master, True, shadows))
-        for name, nb, full, packages in runs:
-            scores, *_ = grade_notebook(nb, tests, LIMITS, packages, unsafe)
-            wrong = [f"{q}: {p:g} of {m:g} ({reason})" for q, p, m, reason in scores
-                     if p != (m if full else 0)]
-            if not wrong and full:
-                return
-            if wrong and (not full or packages is shadows):
-                raise ValueError(f"{assignment}: the {name} should score "
-                                 f"{'full marks' if full else '0'}, got {wrong}")
-
-
 def split_master(nb, assignment):
     """``(student notebook, tests)`` of a master notebook (a dict) named ``assignment``."""
     for index, cell in enumerate(nb["cells"]):
@@ -311,20 +146,6 @@ def _public_only(test):
     return dict(test, suites=[dict(suite, cases=[
         {key: value for key, value in case.items() if key not in ("expected", "call")}
         for case in suite["cases"] if not case["hidden"]]) for suite in test["suites"]])
-
-
-def _masters(source):
-    source = Path(source)
-    if source.is_dir():
-        masters = sorted(source.glob("*.ipynb"))
-    elif source.suffix == ".ipynb" and source.is_file():
-        masters = [source]
-    else:
-        raise ValueError(f"source must be a folder of master notebooks or a .ipynb file, "
-                         f"got {str(source)!r}")
-    if not masters:
-        raise ValueError(f"source holds no .ipynb file: {str(source)!r}")
-    return masters
 
 
 def _questions(nb, assignment):
@@ -416,7 +237,3 @@ def _registration_cell(tests):
 def _code_cell(text, cell_id, metadata):
     return {"cell_type": "code", "id": cell_id, "metadata": metadata, "source": text,
             "outputs": [], "execution_count": None}
-
-
-def _write_json(path, data):
-    path.write_text(json.dumps(data, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")

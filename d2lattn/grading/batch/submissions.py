@@ -10,10 +10,9 @@ import stat
 from collections import namedtuple
 from pathlib import Path
 
-from .notebook import STUDENT, NotebookError, cell_source, parse_notebook
+from ..limits import MAX_BYTES, MAX_CODE
+from ..master.notebook import STUDENT, NotebookError, cell_source, parse_notebook
 
-MAX_BYTES = 200 << 20  # a file larger than this is not read (saved plots included)
-MAX_CODE = 2 << 20  # characters of code cells a submission may hold (outputs not counted)
 
 Submission = namedtuple("Submission", "student file notebook error name email")
 

@@ -1,4 +1,4 @@
-"""Drive one submission's sandboxes (see :mod:`d2lattn.grading.runner`): a fresh sandbox for
+"""Drive one submission's sandboxes (see :mod:`d2lattn.grading.sandbox.runner`): a fresh sandbox for
 each group of questions, its copy of d2lattn, the cells, then its phases of cases, each under
 its own time limit. Phase 0 (the public cases) of every group runs before phase 1 (the hidden
 ones) of any group, so nothing of a hidden phase exists anywhere while a value that the
@@ -7,14 +7,14 @@ sandbox writes is dropped."""
 import re
 import time
 from dataclasses import dataclass, field
-from pathlib import Path
 
-from .sandbox import LIMITS, Run
+from .. import limits
+from ..limits import PACKAGE
+from .bwrap import Run
 
-STARTUP = 30  # seconds for a sandbox to start, beyond the cells' time limit
 NO_RUN = "the sandbox ended before any cell ran"
 IMPORTS = re.compile(r"^\s*(import|from)\s+(d2lattn|mxnet)\b", re.M)  # worth preloading
-COMPAT = (Path(__file__).parents[1] / "_compat.py").read_text(encoding="utf-8")
+COMPAT = (PACKAGE / "_compat.py").read_text(encoding="utf-8")
 
 
 @dataclass
@@ -34,7 +34,7 @@ def run_submission(cells, groups, timeout, case_timeout, max_output, unsafe=Fals
 
     ``groups`` is a list of ``(package, phases)``: the d2lattn copy that group's sandbox sees
     (``{relative path: base64}``) and its phases, each a list of case requests (see
-    :mod:`d2lattn.grading.runner`). Phase i of every group runs before phase i + 1 of any.
+    :mod:`d2lattn.grading.sandbox.runner`). Phase i of every group runs before phase i + 1 of any.
     Returns one :class:`GroupRun` per group.
     """
     warm = any(IMPORTS.search(text) for _, text in cells)
@@ -77,9 +77,10 @@ def _start(package, cells, phases, timeout, case_timeout, max_output, unsafe, wa
     """A group's sandbox, started with its package: the runner's first message sent."""
     examples = sum(len(case.get("steps") or case.get("plan") or ()) for phase in phases
                    for case in phase)
-    cpu = timeout + STARTUP + case_timeout * examples
+    cpu = timeout + limits.STARTUP_SECONDS + case_timeout * examples
     run = Run(unsafe, max_bytes=2 * max_output + (64 << 20))
-    run.send(run.start(dict(LIMITS, RLIMIT_CPU=int(cpu)), COMPAT if warm else None, package))
+    run.send(run.start(dict(limits.RLIMITS, RLIMIT_CPU=int(cpu)), COMPAT if warm else None,
+                       package))
     return run
 
 
@@ -90,7 +91,7 @@ def _run_cells(run, cells, budget, max_output, group):
     run.send({"cells": [list(cell) for cell in cells], "timeout": max(budget.left(), 0.1),
               "max_output": max_output})
     taken, how, stopped = run.collect(lambda r: _is_cell(r, numbers), "cells_done",
-                                      budget.left() + STARTUP)
+                                      budget.left() + limits.STARTUP_SECONDS)
     group.outputs = {r["cell"]: {"text": r["text"][:max_output], "error": r["error"]}
                      for r in taken}
     if how != "done":

@@ -1,16 +1,16 @@
 """Grade a folder of submissions: one CSV row per student and question, one feedback file per
 student, every submission graded whatever the others do, no earlier row ever lost.
 
-Who holds what: this process reads the bundle (every case and its expected values) and the
-submissions, and alone decides every score. Each submission's code runs in its own sandbox
-(:mod:`d2lattn.grading.sandbox`), which gets the submission's code cells and the cases'
-example sources, never an expected value, and hands back plain data. Finding and naming the
-submissions is :mod:`d2lattn.grading.submissions`; the files of grades, the gradebook and its
-exports are :mod:`d2lattn.grading.gradebook`.
+Who holds what: this process reads the bundle (every case, its inputs and its expected
+values) and the submissions, and alone decides every score (:mod:`.scores`). Each group of a
+submission's questions runs in a sandbox of its own (:mod:`d2lattn.grading.sandbox`), which
+gets the submission's code cells and the cases' calls and inputs, never a case's source or
+expected value, and hands back plain data. Finding and naming the submissions is
+:mod:`.submissions`; the feedback files :mod:`.feedback`; the files of grades, the gradebook
+and its exports :mod:`.gradebook`.
 """
 import json
 import os
-import re
 import sys
 import tempfile
 import time
@@ -19,26 +19,26 @@ from pathlib import Path
 
 from tqdm import tqdm
 
-from .._checks import check_int, check_positive
-from .cases import (call_request, case_label, format_report, format_tally, in_case,
-                    is_format, judge, numbered, parse_case, tally)
-from .execute import NO_RUN, run_submission
-from .forbid import forbidden_message, forbidden_uses
+from ..._checks import check_int, check_positive
+from ..forbid.names import forbidden_uses
+from ..forbid.shadow import Shadows
+from ..limits import CASE_SECONDS, MAX_BYTES, MAX_CODE, MAX_OUTPUT, NOTEBOOK_SECONDS
+from ..master.cases import call_request, in_case, is_format, judge, numbered, parse_case
+from ..master.notebook import notebook_meta, runnable_cells
+from ..sandbox.bwrap import SandboxError, check_sandbox
+from ..sandbox.session import NO_RUN, run_submission
+from .feedback import feedback, total
 from .gradebook import (Row, Student, changes, gradebook, read_roster, read_rows, read_skipped,
                         read_students, replaced, write_exports, write_grades, write_run,
                         write_table)
-from .notebook import notebook_meta, runnable_cells
-from .sandbox import SandboxError, check_sandbox
-from .shadow import Shadows
-from .submissions import MAX_BYTES, MAX_CODE, find_submissions, in_shard, name_students
-from .values import one_line
-
-NOTEBOOK_BUDGET = 300  # seconds of a notebook's run: all its groups of questions together
+from .scores import score
+from .submissions import find_submissions, in_shard, name_students
 
 
-def grade(submissions, bundle, out, assignment=None, timeout=NOTEBOOK_BUDGET, case_timeout=10,
-          max_output=1_000_000, log=None, unsafe=False, max_bytes=MAX_BYTES, jobs=None,
-          roster=None, shard=None, max_code=MAX_CODE, progress=False):
+def grade(submissions, bundle, out, assignment=None, timeout=NOTEBOOK_SECONDS,
+          case_timeout=CASE_SECONDS, max_output=MAX_OUTPUT, log=None, unsafe=False,
+          max_bytes=MAX_BYTES, jobs=None, roster=None, shard=None, max_code=MAX_CODE,
+          progress=False):
     """Grade the submissions in the folder ``submissions`` (``.ipynb`` files, or one folder
     per student holding one notebook) against the autograder ``bundle`` folder, each in its
     own sandbox (``unsafe=True``: without one, see :mod:`d2lattn.grading.sandbox`).
@@ -56,7 +56,7 @@ def grade(submissions, bundle, out, assignment=None, timeout=NOTEBOOK_BUDGET, ca
     ``feedback/<student>.md``, ``executed/<student>.ipynb``, ``gradebook.csv``,
     ``canvas.csv`` and ``moodle.csv``; the rows of students graded before and not now are
     kept, and every file is rewritten whole after each submission. ``roster``: a CSV of the
-    class (see :func:`d2lattn.grading.gradebook.read_roster`). ``shard=(i, n)``: grade only
+    class (see :func:`d2lattn.grading.batch.gradebook.read_roster`). ``shard=(i, n)``: grade only
     the i-th of n shares of the class (see ``merge``). ``log`` is called with one line per
     submission as it finishes and with a summary of what changed; ``jobs`` submissions run
     at a time (default: the number of cores); ``progress`` shows a bar. Returns this run's
@@ -97,7 +97,7 @@ def grade(submissions, bundle, out, assignment=None, timeout=NOTEBOOK_BUDGET, ca
                                                    sub.email)], lambda s: s.student)
             write_grades(out, rows, students)
             _write_student(out, assignment, sub.student, own, results, executed)
-            say(f"{sub.student}: {_total(own)} points in {seconds:.1f} s")
+            say(f"{sub.student}: {total(own)} points in {seconds:.1f} s")
             bar.update()
             if executed is not None:  # its code went to a sandbox
                 ran.append(not any(NO_RUN in row.reason for row in own))
@@ -185,7 +185,7 @@ def grade_notebook(nb, tests, limits, packages, unsafe=False):
     the sandbox if it answers any question, then score every question of ``tests``.
 
     The questions that forbid the same objects share one sandbox, whose d2lattn is
-    ``packages(forbidden names)`` (:class:`d2lattn.grading.shadow.Shadows`): a question's
+    ``packages(forbidden names)`` (:class:`d2lattn.grading.forbid.shadow.Shadows`): a question's
     forbidden objects are absent from its own run only. What a hidden phase gave beyond each
     case's pass or fail (its errors, its notes) reaches no report.
     """
@@ -219,43 +219,10 @@ def grade_notebook(nb, tests, limits, packages, unsafe=False):
                    for owner, case_id, case in numbered(tests) if owner is test]
         if test["name"] in present:
             results[test["name"]] = outcome
-        scores.append(_score(test, test["name"] in present,
+        scores.append(score(test, test["name"] in present,
                              forbidden_uses([cell[:2] for cell in cells], test["forbid"], own),
                              outcome, notes.get(test["name"], [])))
     return scores, results, executed
-
-
-def feedback(assignment, student, rows, results, executed):
-    """A student's feedback (markdown): the total, the cells that raised an error, then per
-    question its points, the reason and its cases: public ones with expected and received
-    values, hidden ones by their message only. Everything a submission's code produced is
-    shown inside code blocks that it cannot close."""
-    lines = [f"# {assignment}: {student}", "", f"Score: {_total(rows)} points.", ""]
-    ran = [cell["metadata"]["d2lattn"] for cell in (executed["cells"] if executed else [])]
-    errors = [f"code cell {meta['cell']}{_answering(meta)}: {one_line(meta['error'], 200)}"
-              for meta in ran if meta["error"]]
-    if errors:
-        lines += ["Cells that raised an error:", ""] + code_block(errors) + [""]
-    for row in rows:
-        lines += [f"## {row.question}: {row.points:g} of {row.max:g} points", ""]
-        lines += code_block([one_line(row.reason, None)]) + [""]
-        if row.question in results:
-            lines += code_block(format_report(row.question, results[row.question])
-                                .splitlines()) + [""]
-    return "\n".join(lines)
-
-
-def code_block(lines):
-    """Markdown lines of a fenced code block holding ``lines``: its fence is longer than any
-    run of backticks in them, so nothing inside can end it."""
-    runs = [len(run) for line in lines for run in re.findall(r"`+", line)]
-    fence = "`" * max([3] + [n + 1 for n in runs])
-    return [fence + "text"] + list(lines) + [fence]
-
-
-def _answering(meta):
-    """' (the answer to q2_nw)' for a question's cell, else ''."""
-    return f" (the answer to {meta['question']})" if meta.get("question") else ""
 
 
 def _message(case):
@@ -273,36 +240,3 @@ def _executed(cells, outputs):
          else []} for number, text, question in cells]}
 
 
-def _score(test, present, uses, outcome, notes):
-    """``(question, points, max, reason)`` of one question."""
-    name, points = test["name"], test["points"]
-    if not present:
-        return name, 0, points, "question cell missing"
-    if uses:
-        return name, 0, points, f"uses {', '.join(uses)}, which this question forbids"
-    scored = [case for case in outcome if not case["format"]]
-    passed = sum(case["passed"] for case in scored)
-    raised = [case["raised"] or "" for case in outcome]  # public cases only
-    called = [name for name in sorted(test["forbid"])  # named by the bundle, not the sandbox
-              if f"PermissionError: {forbidden_message(name)}" in raised]
-    extra = [f"called {', '.join(called)}, which this question forbids"] if called else []
-    reason = "; ".join([_verdict(outcome)] + extra + notes)
-    return name, round(points * passed / max(len(scored), 1), 2), points, reason
-
-
-def _verdict(outcome):
-    """E.g. '2 of 4 cases passed; failed: public case 2 (rows sum to 1), hidden case 1 (large
-    scores do not overflow)': cases are named by their message, never by their code, and
-    counted as the feedback counts them (format checks apart)."""
-    failed, counts = [], {False: 0, True: 0}
-    for case in outcome:
-        counts[case["hidden"]] += 1
-        if not case["passed"]:
-            about = f" ({case['message']})" if case["message"] else ""
-            failed.append(f"{case_label(case, counts[case['hidden']])}{about}")
-    verdict = f"{tally(outcome)} cases passed{format_tally(outcome)}"
-    return verdict + (f"; failed: {', '.join(failed)}" if failed else "")
-
-
-def _total(rows):
-    return f"{sum(row.points for row in rows):g} of {sum(row.max for row in rows):g}"

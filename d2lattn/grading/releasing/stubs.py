@@ -6,13 +6,14 @@ every method of a class) returns the same kind of trivial value, and every one-l
 ``name = value  # SOLUTION`` gets a trivial value. The kinds: each input unchanged, zeros
 and ones of each input's shape, zeros and ones in the form of the master's own answer (its
 types, shapes, dtypes and contexts: what a format check sees), None, a few constants, and the
-expected values of the question's public examples, replayed whatever the input. An answer that is a tuple (a
-function whose master returns one, a tuple assigned) also gets tuples of each of these.
+expected values of the question's public examples, replayed whatever the input. An answer
+that is a tuple (a function whose master returns one, a tuple assigned) also gets tuples of
+each of these.
 """
 import ast
 import math
 
-from .notebook import ONE_LINE
+from ..master.notebook import ONE_LINE
 
 CONSTANTS = (0, 1, -1, 0.5, 2, "")
 PRELUDE = '''def _stub_copy(a):
@@ -82,7 +83,7 @@ def _width(node):
 
 
 def literal(value):
-    """Python source for a plain value (see :func:`d2lattn.grading.runner.encode`), or None
+    """Python source for a plain value (see :func:`d2lattn.grading.sandbox.runner.encode`), or None
     for a kind that has no literal (a type, a context, an object)."""
     kind, v = value.get("t"), value.get("v")
     if kind in ("none", "bool", "str"):

@@ -4,9 +4,9 @@ The sandbox is bubblewrap (``bwrap``): new PID, network, IPC, UTS and cgroup nam
 with the grader (``--die-with-parent``) and, with its PID 1, every process it started. As an
 ordinary user it also gets a user namespace, in which the kernel counts its processes. As root,
 whose processes the kernel never counts, the runner instead becomes a user of its own before
-any submission code runs: a random uid of a range no account uses (:data:`UIDS`), one per
+any submission code runs: a random uid of a range no account uses (:data:`limits.UIDS`), one per
 sandbox, so no two sandboxes share a process count or a per-user kernel object. A seccomp
-filter (:mod:`d2lattn.grading.syscalls`) denies keyrings, System V and POSIX IPC, new
+filter (:mod:`d2lattn.grading.sandbox.syscalls`) denies keyrings, System V and POSIX IPC, new
 sessions and namespaces, mounts, tracing and the kernel's other interfaces (``/proc/keys``
 and ``/proc/key-users`` are masked), so nothing is shared through the kernel with the grader,
 another sandbox or another group: each group of questions gets a sandbox of its own.
@@ -15,8 +15,9 @@ It sees the Python installation and its packages read-only (an installed d2lattn
 installations under ``/tmp`` or reached through a symbolic link included), a private
 ``/tmp`` (also its home) and ``/dev/shm``, both of limited size, and nothing else: no
 submission file, no bundle, no master, no network. Each group of questions gets its copy of
-``d2lattn`` as data (:mod:`d2lattn.grading.shadow`), written by the runner into its /tmp. Resource limits (memory, file size,
-processes, CPU time) are set by the runner before any submission code runs; the grader
+``d2lattn`` as data (:mod:`d2lattn.grading.forbid.shadow`), written by the runner into its
+/tmp. Resource limits (memory, file size, processes, CPU time) are set by the runner before
+any submission code runs; the grader
 enforces the wall-clock limits.
 
 Where bubblewrap is missing or cannot start the runner, :func:`check_sandbox` refuses with
@@ -37,17 +38,11 @@ import threading
 import time
 from pathlib import Path
 
+from .. import limits
+from ..limits import PACKAGE
 from . import runner, syscalls
-from .callgraph import PACKAGE
 
 RUNNER = Path(runner.__file__).read_text(encoding="utf-8")
-LIMITS = {"RLIMIT_AS": 6 << 30, "RLIMIT_FSIZE": 64 << 20, "RLIMIT_CORE": 0,
-          "RLIMIT_NPROC": 256}
-TMP_SIZE = 256 << 20  # bytes of the sandbox's /tmp
-SHM_SIZE = 64 << 20  # bytes of its /dev/shm
-MAX_LINE = 8 << 20  # bytes of one message from the runner
-MAX_OBJECTS = 4_000_000  # decoded JSON objects kept from one sandbox (numbers, lists, ...)
-UIDS = range(0x6D000000, 0x6F000000)  # as root: one per sandbox (accounts use far lower ones)
 ETC = ["ld.so.cache", "ld.so.conf", "ld.so.conf.d", "alternatives", "localtime", "passwd",
        "group", "nsswitch.conf", "hosts"]
 _checked = False  # the runner started once in this process (see check_sandbox)
@@ -90,7 +85,7 @@ def _start_once():
     run = Run(False, max_bytes=1 << 20)
     try:
         run.listen([("cells_done",)])
-        ok = run.send(run.start(LIMITS, None, {})) and run.send(
+        ok = run.send(run.start(limits.RLIMITS, None, {})) and run.send(
             {"cells": [[1, "1"]], "timeout": 60, "max_output": 100})
         if ok and run.collect(lambda record: False, "cells_done", 90)[1] == "done":
             return None
@@ -138,7 +133,7 @@ def _isolation():
     """bwrap's namespace and capability options. As an ordinary user: every namespace, no
     capability, and the kernel counts the sandbox's processes in its user namespace. As root,
     whose processes the kernel never counts: no user namespace, and only the capabilities the
-    runner needs to become its own user (:data:`UIDS`) before any submission code runs."""
+    runner needs to become its own user (:data:`limits.UIDS`) before any submission code runs."""
     if os.geteuid() != 0:
         return ["--unshare-all", "--cap-drop", "ALL"]
     return ["--unshare-ipc", "--unshare-pid", "--unshare-net", "--unshare-uts",
@@ -153,8 +148,8 @@ def _bwrap_args(seccomp_fd):
         "--die-with-parent", "--new-session", "--seccomp", str(seccomp_fd),
         "--ro-bind", "/usr", "/usr", "--proc", "/proc", "--ro-bind", "/dev/null", "/proc/keys",
         "--ro-bind", "/dev/null", "/proc/key-users",
-        "--dev", "/dev", "--perms", "1777", "--size", str(SHM_SIZE), "--tmpfs", "/dev/shm",
-        "--perms", "1777", "--size", str(TMP_SIZE), "--tmpfs", "/tmp",
+        "--dev", "/dev", "--perms", "1777", "--size", str(limits.SHM_SIZE), "--tmpfs", "/dev/shm",
+        "--perms", "1777", "--size", str(limits.TMP_SIZE), "--tmpfs", "/tmp",
         "--perms", "0777", "--dir", "/tmp/home", "--perms", "0777", "--dir", "/tmp/work",
         "--chdir", "/tmp/work", "--clearenv"]
     for name in ("bin", "sbin", "lib", "lib32", "lib64", "libx32"):
@@ -211,13 +206,13 @@ class Run:
 
     Of what the runner writes, only the records of the group listened to (:meth:`listen`)
     are kept: one per expected key (a cell, a case, a marker), within a budget of
-    :data:`MAX_OBJECTS` decoded JSON objects (``over_budget`` says it was reached). Anything
+    :data:`limits.MAX_OBJECTS` decoded JSON objects (``over_budget`` says it was reached). Anything
     else is dropped as it is read, so nothing a submission writes can grow the grader.
     """
 
     def __init__(self, unsafe, max_bytes):
         self.unsafe, self.errors_file = unsafe, tempfile.TemporaryFile()
-        self.uid = None if unsafe or os.geteuid() != 0 else secrets.choice(UIDS)
+        self.uid = None if unsafe or os.geteuid() != 0 else secrets.choice(limits.UIDS)
         fd = None if unsafe else _filter_fd()
         try:
             argv, env, self.scratch = _command(unsafe, fd)
@@ -230,7 +225,7 @@ class Run:
                 os.close(fd)
         self.records, self.room, self.ended = queue.Queue(), max_bytes, False
         self.lock, self.keys, self.taken = threading.Lock(), set(), set()
-        self.budget = self.objects = MAX_OBJECTS
+        self.budget = self.objects = limits.MAX_OBJECTS
         self.over_budget = False
         threading.Thread(target=self._read, daemon=True).start()
 
@@ -249,7 +244,7 @@ class Run:
     def _read(self):
         try:
             while self.room > 0:
-                line = self.process.stdout.readline(MAX_LINE)
+                line = self.process.stdout.readline(limits.MAX_LINE)
                 if not line:
                     break
                 self.room -= len(line)

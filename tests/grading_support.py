@@ -1,0 +1,92 @@
+"""What the grader's tests share: the sample master, its questions, small notebook builders,
+the request a grading sends, and the rule that a missing bubblewrap fails the tests in CI
+(CI=true) instead of skipping them."""
+import json
+import os
+import re
+import shutil
+import time
+from pathlib import Path
+
+import pytest
+
+from d2lattn.grading.master import cases
+from d2lattn.grading.master.notebook import cell_source, question_of
+from d2lattn.grading.releasing.split import split_master
+from d2lattn.grading.sandbox import runner
+
+SAMPLE = Path(__file__).parent / "data" / "grading" / "sample.ipynb"
+QUESTIONS = {"q1_softmax": 2, "q2_nw": 3, "q3_weight": 1}  # the sample's questions and points
+HAS_BWRAP = shutil.which("bwrap") is not None
+IN_CI = os.environ.get("CI") == "true"
+needs_sandbox = pytest.mark.skipif(not HAS_BWRAP and not IN_CI,
+                                   reason="grading needs bubblewrap (bwrap)")
+
+
+def master():
+    return json.loads(SAMPLE.read_text(encoding="utf-8"))
+
+
+def split():
+    """The sample's student notebook (dict) and tests, without running anything."""
+    return split_master(master(), "sample")
+
+
+def cell_index(nb, question):
+    return next(i for i, cell in enumerate(nb["cells"]) if question_of(cell) == question)
+
+
+def code_cell(text, question=None):
+    meta = {"d2lattn": {"question": question}} if question else {}
+    return {"cell_type": "code", "metadata": meta, "source": text, "outputs": [],
+            "execution_count": None}
+
+
+def hidden_lines(tests, messages=False):
+    """The example sources and expected values of the hidden cases of ``tests``, and their
+    messages if ``messages`` (but short lines such as ``>>> X`` or ``0.75``, which any notebook
+    may contain)."""
+    lines = [line.lstrip("#>.").strip() for test in tests
+             for case in cases.cases_of(test, True) if case["hidden"]
+             for line in case["code"].splitlines() if messages or not line.startswith("#")]
+    return [line for line in lines if len(line) > 8
+            and not re.fullmatch(r"[\w.]+(\((\w+(, )?)*\))?", line)]  # softmax(X), answer_q3
+
+
+def run_cells(nb):
+    """Execute a notebook's code cells (no magics) in one fresh namespace, as a kernel would."""
+    env = {}
+    for cell in nb["cells"]:
+        if cell["cell_type"] == "code":
+            exec(cell_source(cell), env)
+    return env
+
+
+def plain(value):
+    return runner.encode(value)
+
+
+def call_case(number, *calls):
+    """A case request as grading sends it: calls on the namespace, each checked, no inputs."""
+    return {"id": number, "question": f"q{number}", "scope": None,
+            "steps": [{"call": call, "inputs": None, "want": True} for call in calls]}
+
+
+def processes_gone(token, seconds=10):
+    """True once no process's command line holds ``token``: a killed sandbox's processes are
+    ended by the kernel, a moment after its first process."""
+    deadline = time.monotonic() + seconds
+    while processes_with(token) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    return processes_with(token) == []
+
+
+def processes_with(token):
+    found = []
+    for path in Path("/proc").glob("[0-9]*/cmdline"):
+        try:
+            if token.encode() in path.read_bytes():
+                found.append(path.parent.name)
+        except OSError:
+            pass
+    return found

@@ -1,0 +1,72 @@
+"""d2lattn.grading.student: check() and register() in a student's notebook."""
+
+import numpy as onp
+import pytest
+from grading_support import master, run_cells, split
+
+from d2lattn.grading import check, register, student
+from d2lattn.grading.master.notebook import cell_source
+
+# --- check() and register() -----------------------------------------------------------------
+
+@pytest.fixture
+def registry(monkeypatch):
+    monkeypatch.setattr(student, "_TESTS", {})
+
+
+def test_released_notebook_checks_from_its_own_cells(tmp_path, registry, capsys):
+    """The student notebook alone (no bundle, no neighbour file) registers its public tests."""
+    student_nb, _ = split()
+    env = run_cells(dict(student_nb, cells=student_nb["cells"][:4]))  # imports, registration
+    env["check"]("q1_softmax", env)
+    out = capsys.readouterr().out
+    assert out.startswith("q1_softmax: 0 of 2 public cases passed\n")
+    assert "received: raised NameError: name 'softmax' is not defined" in out
+    assert "hidden cases:" not in out and "1000.0" not in out
+
+
+def test_check_passes_a_right_answer_and_shows_expected_and_received_for_a_wrong_one(
+        tmp_path, registry, capsys):
+    student_nb, _ = split()
+    env = run_cells(dict(student_nb, cells=student_nb["cells"][:4]))
+    exec(cell_source(master()["cells"][3]), env)                 # the master's solution
+    check("q1_softmax", env)
+    assert capsys.readouterr().out == ("q1_softmax: 2 of 2 public cases passed\n"
+                                       "  case 1 passed: equal scores give equal weights\n"
+                                       "  case 2 passed: each row of a matrix is normalised "
+                                       "on its own\n(hidden cases, if any, run when grading)\n")
+    exec("def softmax(X):\n    return np.exp(X) / np.exp(X).sum()", env)   # normalises all
+    check("q1_softmax", env)
+    scores = onp.array([[0.0, onp.log(3.0)], [5.0, 5.0]])
+    received = onp.exp(scores) / onp.exp(scores).sum()
+    out = capsys.readouterr().out
+    assert "q1_softmax: 1 of 2 public cases passed" in out
+    assert "  case 2 FAILED: each row of a matrix is normalised on its own\n" \
+           "      >>> softmax(np.array([[0.0, np.log(3.0)], [5.0, 5.0]]))\n" \
+           "      expected: [[0.25, 0.75], [0.5, 0.5]]\n" \
+           f"      received: {' '.join(repr(received).split())}\n" in out
+
+
+def test_check_uses_the_callers_globals_by_default(registry, capsys):
+    register([{"name": "qg", "suites": [{"cases": [{"code": ">>> GLOBAL_ANSWER\n41",
+                                                    "hidden": False}]}]}])
+    check("qg")
+    assert "received: 42" in capsys.readouterr().out
+
+
+GLOBAL_ANSWER = 42
+
+
+def test_check_and_register_reject_bad_arguments(registry):
+    with pytest.raises(ValueError, match=r"question must be one of \[\] \(run the notebook's "
+                                         r"tests cell first\), got 'q9'"):
+        check("q9")
+    with pytest.raises(TypeError, match="question must be a str such as 'q1_softmax', got 3"):
+        check(3)
+    register([{"name": "q1", "suites": []}])
+    with pytest.raises(TypeError, match="env must be a dict of names, got list"):
+        check("q1", [])
+    with pytest.raises(TypeError, match="tests must be a list of OK-format dicts"):
+        register({"name": "q1", "suites": []})
+    with pytest.raises(TypeError, match="tests must be a list of OK-format dicts"):
+        register([{"suites": []}])
