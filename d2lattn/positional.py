@@ -120,7 +120,7 @@ def apply_rope(X, positions, base=10000.0):
     rotated by the angle positions * w_i, w_i = base^(-2i/d): with x1, x2 the two halves,
     the result is [x1 cos - x2 sin, x2 cos + x1 sin]. Rotations compose, so the dot product
     of a query rotated at m and a key rotated at n depends on m - n only. The angles are
-    computed in float32 (also for float16 X, whose positions and products would round).
+    computed in float32 (float64 for float64 X): float16 would round positions above 2048.
     Returns X's shape, dtype and context.
     """
     check_array("X", check_float_array("X", X))
@@ -134,9 +134,10 @@ def apply_rope(X, positions, base=10000.0):
         raise ValueError(f"positions must have shape (steps,) = ({X.shape[-2]},) for X of "
                          f"shape {X.shape}, got {positions.shape}")
     half = X.shape[-1] // 2
-    w = np.array(check_positive("base", base) ** (-onp.arange(half) / half), dtype="float32",
+    dtype = "float64" if X.dtype == onp.float64 else "float32"
+    w = np.array(check_positive("base", base) ** (-onp.arange(half) / half), dtype=dtype,
                  ctx=X.ctx)
-    angles = positions.as_in_ctx(X.ctx).astype("float32").reshape(-1, 1) * w  # (steps, d/2)
+    angles = positions.as_in_ctx(X.ctx).astype(dtype).reshape(-1, 1) * w  # (steps, d/2)
     cos, sin = np.cos(angles).astype(X.dtype), np.sin(angles).astype(X.dtype)
     x1, x2 = X[..., :half], X[..., half:]
     return np.concatenate([x1 * cos - x2 * sin, x2 * cos + x1 * sin], axis=-1)
