@@ -11,7 +11,7 @@ from mxnet import gluon, np, npx
 
 from ._checks import (check_bool, check_divisible, check_float_array, check_heads, check_int,
                       check_integers, check_rate, check_same_width)
-from ._ops import Dropout, sequence_mask, transpose
+from ._ops import Dropout, masked_fill, sequence_mask, transpose
 
 
 def masked_softmax(X, valid_lens):
@@ -214,7 +214,7 @@ def _outside_window(scores, valid_lens, window):
     else:
         hi = valid_lens.as_in_ctx(scores.ctx).astype("int32").reshape(batch, -1, 1)
     keys = np.arange(n_k, dtype="int32", ctx=scores.ctx)
-    return np.where(keys < hi - window, -onp.inf, scores)
+    return masked_fill(scores, keys < hi - window, -onp.inf)
 
 
 class AdditiveAttention(ScoredAttention):
@@ -529,7 +529,7 @@ def tiled_attention(queries, keys, values, valid_lens=None, causal=False, block_
         s = npx.batch_dot(queries, k, transpose_b=True) / math.sqrt(d)
         if hi is not None:
             cols = np.arange(start, start + k.shape[1], dtype="int32", ctx=queries.ctx)
-            s = np.where(cols >= hi, -onp.inf, s)
+            s = masked_fill(s, cols >= hi, -onp.inf)
         m_new = np.maximum(m, s.max(axis=-1, keepdims=True)).detach()
         shift = np.where(np.isinf(m_new), np.zeros_like(m_new), m_new)  # no key seen yet
         p, decay = np.exp(s - shift), np.exp(m - shift)
