@@ -334,7 +334,7 @@ class MultiHeadAttention(gluon.nn.Block):
     beyond every valid length of their sequence are zeroed before their projections.
 
     ``cache``: for decoding one step at a time. When it is a dict, the projected keys and
-    values of this call, (batch * num_heads, keys, p) each, are appended along the key axis
+    values of this call, (batch * num_kv_heads, keys, p) each, are appended along the key axis
     to ``cache["k"]`` and ``cache["v"]`` (created on the first call; rows laid out as by
     :func:`transpose_qkv`) and the queries attend to every cached key, so ``valid_lens``
     counts cached keys. A step then projects only its new tokens: O(steps so far) work
