@@ -19,7 +19,8 @@ npx.set_np()
 _compat.fill_any_float_dtype()
 
 from .attention import (AdditiveAttention, ConcatAttention, DotProductAttention,  # noqa: E402
-                        GeneralAttention, MultiHeadAttention, ScoredAttention, masked_softmax,
+                        GeneralAttention, MultiHeadAttention, ScoredAttention,
+                        SlidingWindowAttention, masked_softmax, tiled_attention,
                         transpose_output, transpose_qkv)
 from .bert import (BERTClassifier, BERTEncoder, BERTModel, MaskLM,  # noqa: E402
                    NextSentencePred, PairClassifier, Pooler, load_pretrained, mean_pool,
@@ -30,7 +31,8 @@ from .gpt import (GPT, GPTBlock, generate, lm_loss, next_token_probs,  # noqa: E
                   perplexity, train_lm)
 from .metrics import bleu, corpus_bleu  # noqa: E402
 from .plotting import Animator, plot, show_heatmaps  # noqa: E402
-from .positional import (LearnedPositionalEmbedding, PositionalEncoding,  # noqa: E402
+from .positional import (LearnedPositionalEmbedding, NoPositionalEncoding,  # noqa: E402
+                         PositionalEncoding, RotaryMultiHeadAttention, apply_rope,
                          sinusoidal_encoding)
 from .pooling import (NWKernelRegression, boxcar, constant, epanechnikov,  # noqa: E402
                       gaussian, leave_one_out, nadaraya_watson, train_nw)

@@ -38,3 +38,11 @@ def softmax_rows(scores):
     expd = np.exp(scores - np.where(np.isinf(top), np.zeros_like(top), top))
     total = expd.sum(axis=-1, keepdims=True)
     return expd / np.where(total > 0, total, np.ones_like(total))
+
+
+def masked_fill(X, mask, value):
+    """``X`` with ``value`` where ``mask`` (booleans broadcast to X's shape) is True; the
+    gradient there is 0. (MXNet 1.9.1's ``np.where`` with a Python number as a branch sends
+    the gradient to the wrong entries; a one-element array broadcasts correctly.)"""
+    fill = np.full((1,) * X.ndim, value, dtype=X.dtype, ctx=X.ctx)
+    return np.where(mask, fill, X)

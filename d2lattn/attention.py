@@ -9,9 +9,9 @@ import math
 import numpy as onp
 from mxnet import gluon, np, npx
 
-from ._checks import (check_divisible, check_float_array, check_heads, check_int,
+from ._checks import (check_bool, check_divisible, check_float_array, check_heads, check_int,
                       check_integers, check_rate, check_same_width)
-from ._ops import Dropout, sequence_mask, transpose
+from ._ops import Dropout, masked_fill, sequence_mask, transpose
 
 
 def masked_softmax(X, valid_lens):
@@ -185,6 +185,38 @@ class DotProductAttention(ScoredAttention):
         return npx.batch_dot(queries, keys, transpose_b=True) / math.sqrt(d)
 
 
+class SlidingWindowAttention(DotProductAttention):
+    """Scaled dot-product attention in which each query sees at most ``window`` keys: the
+    last ``window`` of those its valid length allows, keys hi - window .. hi - 1 for a valid
+    length hi (every key without ``valid_lens``). With causal valid lengths (t + 1 at position
+    t) this is the sliding window of Longformer and Mistral: positions t - window + 1 .. t.
+    Call as :class:`ScoredAttention`; ``attention_weights`` are 0 outside the window.
+    """
+
+    def __init__(self, window, dropout, **kwargs):
+        super().__init__(dropout, **kwargs)
+        self.window = check_int("window", window, minimum=1)
+
+    def _attend(self, queries, keys, values, valid_lens, kind):
+        scores = _outside_window(self.score(queries, keys), valid_lens, self.window)
+        self.attention_weights = _masked_softmax(scores, valid_lens, kind)
+        return npx.batch_dot(self.dropout(self.attention_weights), values)
+
+
+def _outside_window(scores, valid_lens, window):
+    """``scores`` (batch, queries, keys) with -inf before the last ``window`` keys that each
+    query's valid length (None, (batch,) or (batch, queries)) allows."""
+    batch, _, n_k = scores.shape
+    if valid_lens is None:
+        if n_k <= window:
+            return scores
+        hi = np.full((1, 1, 1), n_k, dtype="int32", ctx=scores.ctx)
+    else:
+        hi = valid_lens.as_in_ctx(scores.ctx).astype("int32").reshape(batch, -1, 1)
+    keys = np.arange(n_k, dtype="int32", ctx=scores.ctx)
+    return masked_fill(scores, keys < hi - window, -onp.inf)
+
+
 class AdditiveAttention(ScoredAttention):
     """Additive (Bahdanau) attention: a(q, k) = w_v^T tanh(W_q q + W_k k).
 
@@ -302,7 +334,7 @@ class MultiHeadAttention(gluon.nn.Block):
     beyond every valid length of their sequence are zeroed before their projections.
 
     ``cache``: for decoding one step at a time. When it is a dict, the projected keys and
-    values of this call, (batch * num_heads, keys, p) each, are appended along the key axis
+    values of this call, (batch * num_kv_heads, keys, p) each, are appended along the key axis
     to ``cache["k"]`` and ``cache["v"]`` (created on the first call; rows laid out as by
     :func:`transpose_qkv`) and the queries attend to every cached key, so ``valid_lens``
     counts cached keys. A step then projects only its new tokens: O(steps so far) work
@@ -310,19 +342,35 @@ class MultiHeadAttention(gluon.nn.Block):
     the cache as it is, without projecting anything (e.g. encoder outputs projected once,
     for cross-attention).
 
+    ``num_kv_heads``: grouped-query attention (Ainslie et al., 2023): ``W_k`` and ``W_v``
+    project to ``num_kv_heads`` heads of width p (None: ``num_heads``, multi-head attention;
+    1: multi-query attention, Shazeer 2019), each shared by a group of num_heads /
+    num_kv_heads query heads (head i uses key/value head i // group); the cache holds
+    (batch * num_kv_heads, keys, p) arrays. ``window``: each query sees at most the last
+    ``window`` keys its valid length allows (:class:`SlidingWindowAttention`); a cache then
+    keeps the last ``window`` keys only (later calls must see every cached key, as causal
+    decoding does) and counts the dropped ones in ``cache["start"]``.
+
     ``attention_weights``: the last call's weights per head, (batch, num_heads, queries,
     keys), before dropout.
     """
 
-    def __init__(self, num_hiddens, num_heads, dropout, use_bias=False, **kwargs):
+    def __init__(self, num_hiddens, num_heads, dropout, use_bias=False, num_kv_heads=None,
+                 window=None, **kwargs):
         super().__init__(**kwargs)
         self.num_hiddens = check_int("num_hiddens", num_hiddens, minimum=1)
         self.num_heads = check_int("num_heads", num_heads, minimum=1)
         check_divisible("num_hiddens", num_hiddens, "num_heads", num_heads)
-        self.attention = DotProductAttention(dropout)
+        self.num_kv_heads = num_heads if num_kv_heads is None else \
+            check_int("num_kv_heads", num_kv_heads, minimum=1)
+        check_divisible("num_heads", num_heads, "num_kv_heads", self.num_kv_heads)
+        self.window = None if window is None else check_int("window", window, minimum=1)
+        self.attention = DotProductAttention(dropout) if window is None else \
+            SlidingWindowAttention(window, dropout)
+        kv_width = self.num_kv_heads * (num_hiddens // num_heads)
         self.W_q = gluon.nn.Dense(num_hiddens, use_bias=use_bias, flatten=False)
-        self.W_k = gluon.nn.Dense(num_hiddens, use_bias=use_bias, flatten=False)
-        self.W_v = gluon.nn.Dense(num_hiddens, use_bias=use_bias, flatten=False)
+        self.W_k = gluon.nn.Dense(kv_width, use_bias=use_bias, flatten=False)
+        self.W_v = gluon.nn.Dense(kv_width, use_bias=use_bias, flatten=False)
         self.W_o = gluon.nn.Dense(num_hiddens, use_bias=use_bias, flatten=False)
 
     @property
@@ -330,8 +378,9 @@ class MultiHeadAttention(gluon.nn.Block):
         weights = self.attention.attention_weights
         if weights is None:
             return None
-        rows, n_q, n_k = weights.shape
-        return weights.reshape(rows // self.num_heads, self.num_heads, n_q, n_k)
+        rows, n_q, n_k = weights.shape  # (batch * num_kv_heads, group * queries, keys)
+        group = self.num_heads // self.num_kv_heads
+        return weights.reshape(rows // self.num_kv_heads, self.num_heads, n_q // group, n_k)
 
     def forward(self, queries, keys, values, valid_lens=None, cache=None):
         _check_inputs(queries, keys, values, no_keys=cache is not None)
@@ -345,22 +394,46 @@ class MultiHeadAttention(gluon.nn.Block):
                              f"got keys {keys.shape} and an empty cache")
         kind = None if valid_lens is None else _check_valid_lens(
             valid_lens, (queries.shape[0], queries.shape[1], cached + keys.shape[1]))
-        q = transpose_qkv(self.W_q(queries), self.num_heads)
+        q = self._rotate(transpose_qkv(self.W_q(queries), self.num_heads), cache)
         k, v = self._keys_and_values(keys, values, valid_lens, kind, cache, q.shape)
-        per_head = None if kind in (None, "full") else valid_lens.repeat(self.num_heads, axis=0)
-        out = self.attention._attend(q, k, v, per_head, kind)
+        out = self._grouped_attention(q, k, v, valid_lens, kind)
         return self.W_o(transpose_output(out, self.num_heads))
 
+    def _rotate(self, X, cache):
+        """Per-head queries or keys (rows, steps, p) at their positions: unchanged here, where
+        positions are added to the inputs (see RotaryMultiHeadAttention)."""
+        return X
+
     def _keys_and_values(self, keys, values, valid_lens, kind, cache, q_shape):
-        """The per-head keys and values the queries attend to, (batch * num_heads, keys, p):
-        this call's projected, after the cached ones if ``cache`` is a dict."""
+        """The per-head keys and values the queries attend to, (batch * num_kv_heads, keys,
+        p): this call's projected, after the cached ones if ``cache`` is a dict (of which a
+        window keeps the last ``window``)."""
+        kv_rows = q_shape[0] // self.num_heads * self.num_kv_heads
         if cache is not None and keys.shape[1] == 0:  # e.g. encoder outputs projected once
-            return _cached(cache, q_shape)
+            return _cached(cache, q_shape, kv_rows)
         if cache is None:  # what padding holds stays out
             keys, values = _without_padding(keys, values, valid_lens, kind)
-        k = transpose_qkv(self.W_k(keys), self.num_heads)
-        v = transpose_qkv(self.W_v(values), self.num_heads)
-        return (k, v) if cache is None else _extend_cache(cache, k, v)
+        k = self._rotate(transpose_qkv(self.W_k(keys), self.num_kv_heads), cache)
+        v = transpose_qkv(self.W_v(values), self.num_kv_heads)
+        if cache is None:
+            return k, v
+        k, v = _extend_cache(cache, k, v)
+        if self.window is not None:
+            _keep_last(cache, self.window)
+        return k, v
+
+    def _grouped_attention(self, q, k, v, valid_lens, kind):
+        """Per-head outputs (batch * num_heads, queries, p) of q (batch * num_heads, queries,
+        p) against k, v (batch * num_kv_heads, keys, p): the group of query heads sharing a
+        key/value head is stacked along the queries, (batch * num_kv_heads, group * queries,
+        p), a reshape that copies nothing, and attends to that head's keys."""
+        group = self.num_heads // self.num_kv_heads
+        rows, n, p = q.shape
+        lens = None if kind in (None, "full") else valid_lens.repeat(self.num_kv_heads, axis=0)
+        if lens is not None and lens.ndim == 2 and group > 1:  # (rows, n) -> (rows, group * n)
+            lens = np.tile(lens, (1, group))
+        out = self.attention._attend(q.reshape(rows // group, group * n, p), k, v, lens, kind)
+        return out.reshape(rows, n, p)
 
 
 def _check_width(name, x, layer, dense):
@@ -384,13 +457,29 @@ def _cached_steps(cache):
     return cache["k"].shape[1]
 
 
-def _cached(cache, q_shape):
-    """The cached keys and values, checked against the per-head queries' shape."""
+def _next_position(cache):
+    """The position of the next key of ``cache`` (None or a dict): the number of keys it
+    has seen, those a window dropped included."""
+    return 0 if cache is None else cache.get("start", 0) + _cached_steps(cache)
+
+
+def _cached(cache, q_shape, kv_rows):
+    """The cached keys and values, checked against the per-head queries' shape and the
+    number of key/value rows (batch * num_kv_heads)."""
     k, v = cache["k"], cache["v"]
-    if k.shape[::2] != q_shape[::2] or v.shape[0] != q_shape[0]:
+    if (k.shape[0], k.shape[2], v.shape[0]) != (kv_rows, q_shape[2], kv_rows):
         raise ValueError(f"the cache must hold keys and values for the queries {q_shape} "
                          f"(per head), got cache k {k.shape}, v {v.shape}")
     return k, v
+
+
+def _keep_last(cache, window):
+    """Keep the last ``window`` keys and values of ``cache``, counting those dropped in
+    ``cache["start"]``."""
+    drop = cache["k"].shape[1] - window
+    if drop > 0:
+        cache["k"], cache["v"] = cache["k"][:, drop:], cache["v"][:, drop:]
+        cache["start"] = cache.get("start", 0) + drop
 
 
 def _extend_cache(cache, k, v):
@@ -404,3 +493,58 @@ def _extend_cache(cache, k, v):
         v = np.concatenate([cache["v"], v], axis=1)
     cache["k"], cache["v"] = k, v
     return k, v
+
+
+def tiled_attention(queries, keys, values, valid_lens=None, causal=False, block_size=64):
+    """Exact scaled dot-product attention by blocks of keys with the online softmax
+    (Milakov & Gimelshein, 2018; Rabe & Staats, 2021; the inner loop of FlashAttention, Dao
+    et al., 2022): (batch, queries, keys) scores are never formed, only (batch, queries,
+    block_size) ones.
+
+    queries (batch, n_q, d), keys (batch, n_k, d), values (batch, n_k, v); ``valid_lens``:
+    None, (batch,) or (batch, n_q), as in :func:`masked_softmax`; ``causal``: query i also
+    sees no key after position i + n_k - n_q (the queries are the last n_q positions). For
+    each block, with s its scores, each query updates its running maximum m, sum l and
+    output o: m' = max(m, max s), l' = l e^(m - m') + sum e^(s - m'),
+    o' = o e^(m - m') + e^(s - m') V_block; the result is o / l, and 0 for a query that sees
+    no key. Equals :class:`DotProductAttention` without dropout, to float32 rounding.
+    Returns (batch, n_q, v).
+    """
+    _check_inputs(queries, keys, values)
+    d = check_same_width(queries, keys)
+    causal = check_bool("causal", causal)
+    block_size = check_int("block_size", block_size, minimum=1)
+    shape = (queries.shape[0], queries.shape[1], keys.shape[1])
+    kind = None if valid_lens is None else _check_valid_lens(valid_lens, shape)
+    if queries.dtype == onp.float16:  # running sums in float32
+        return tiled_attention(*(x.astype("float32") for x in (queries, keys, values)),
+                               valid_lens, causal, block_size).astype("float16")
+    keys, values = _without_padding(keys, values, valid_lens, kind)
+    hi = _key_bounds(valid_lens if kind != "full" else None, causal, shape, queries.ctx)
+    m = np.full(shape[:2] + (1,), -onp.inf, dtype=queries.dtype, ctx=queries.ctx)
+    l = np.zeros_like(m)
+    o = np.zeros(shape[:2] + values.shape[2:], dtype=queries.dtype, ctx=queries.ctx)
+    for start in range(0, shape[2], block_size):
+        k, v = keys[:, start:start + block_size], values[:, start:start + block_size]
+        s = npx.batch_dot(queries, k, transpose_b=True) / math.sqrt(d)
+        if hi is not None:
+            cols = np.arange(start, start + k.shape[1], dtype="int32", ctx=queries.ctx)
+            s = masked_fill(s, cols >= hi, -onp.inf)
+        m_new = np.maximum(m, s.max(axis=-1, keepdims=True)).detach()
+        shift = np.where(np.isinf(m_new), np.zeros_like(m_new), m_new)  # no key seen yet
+        p, decay = np.exp(s - shift), np.exp(m - shift)
+        l = l * decay + p.sum(axis=-1, keepdims=True)
+        o = o * decay + npx.batch_dot(p, v)
+        m = m_new
+    return o / np.where(l > 0, l, np.ones_like(l))
+
+
+def _key_bounds(valid_lens, causal, shape, ctx):
+    """(batch or 1, n_q, 1) int32: each query sees the keys below its bound; None: all."""
+    batch, n_q, n_k = shape
+    hi = None if valid_lens is None else \
+        valid_lens.as_in_ctx(ctx).astype("int32").reshape(batch, -1, 1)
+    if causal:
+        last = np.arange(n_k - n_q + 1, n_k + 1, dtype="int32", ctx=ctx).reshape(1, n_q, 1)
+        hi = last if hi is None else np.minimum(hi, last)
+    return hi

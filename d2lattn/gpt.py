@@ -19,8 +19,9 @@ from mxnet.gluon import nn
 from ._checks import (check_array, check_bool, check_context, check_int, check_ndarray,
                       check_positive, check_prompt, check_rate, check_sampling,
                       check_token_ids, check_tokens)
-from .attention import MultiHeadAttention, _cached_steps
-from .positional import LearnedPositionalEmbedding
+from .attention import MultiHeadAttention, _cached_steps, _next_position
+from .positional import (LearnedPositionalEmbedding, NoPositionalEncoding,
+                         RotaryMultiHeadAttention)
 from .train import MaskedSoftmaxCELoss, grad_clipping
 from .transformer import AddNorm, PositionWiseFFN, _causal_lens, _check_bool, _embed
 
@@ -31,14 +32,17 @@ class GPTBlock(nn.Block):
     forward(X (batch, steps, num_hiddens), cache=None) -> same shape. ``X[:, j]`` is the
     token at position offset + j, offset the number of positions in ``cache`` (a dict of
     :class:`MultiHeadAttention`, extended in place; None: no cache, offset 0); it attends
-    to positions 0..offset + j. ``ffn_num_hiddens=0`` leaves the FFN out: an attention-only
-    block.
+    to positions 0..offset + j (the last ``window`` of them with a window).
+    ``ffn_num_hiddens=0`` leaves the FFN out: an attention-only block. ``rope``: rotary
+    positions in the attention (:class:`~d2lattn.positional.RotaryMultiHeadAttention`).
+    ``num_kv_heads``, ``window``: see :class:`MultiHeadAttention`.
     """
 
     def __init__(self, num_hiddens, ffn_num_hiddens, num_heads, dropout, pre_norm=True,
-                 **kwargs):
+                 rope=False, num_kv_heads=None, window=None, **kwargs):
         super().__init__(**kwargs)
-        self.attention = MultiHeadAttention(num_hiddens, num_heads, dropout, use_bias=True)
+        attention = RotaryMultiHeadAttention if check_bool("rope", rope) else MultiHeadAttention
+        self.attention = attention(num_hiddens, num_heads, dropout, True, num_kv_heads, window)
         self.addnorm1 = AddNorm(dropout, pre_norm)
         self.ffn, self.addnorm2 = None, None
         if check_int("ffn_num_hiddens", ffn_num_hiddens):
@@ -59,7 +63,11 @@ class GPT(nn.Block):
     ``net.init_caches()`` (one dict per block) to decode piece by piece: each call extends
     them in place and its tokens continue the cached ones, so feeding a sequence in one call
     or one token per call gives the same logits. Embeddings are scaled by sqrt(num_hiddens)
-    as in the course's Transformer; positions are learned, ``max_len`` of them.
+    as in the course's Transformer. ``positions``: "learned" (``max_len`` learned vectors
+    added to the embeddings) or "rope" (queries and keys rotated in every attention by
+    :func:`~d2lattn.positional.apply_rope`; ``max_len`` still bounds the positions).
+    ``num_kv_heads``: grouped-query attention; ``window``: sliding-window attention whose
+    caches keep ``window`` keys (see :class:`MultiHeadAttention`).
     ``ffn_num_hiddens=0``: attention-only blocks. ``pre_norm``: see :class:`AddNorm` (a
     pre-norm GPT ends with a LayerNorm, ``norm``). ``tie_weights``: the output layer shares
     the embedding's weight. ``attention_weights``: one (batch, num_heads, steps, keys) array
@@ -67,17 +75,21 @@ class GPT(nn.Block):
     """
 
     def __init__(self, vocab_size, num_hiddens, ffn_num_hiddens, num_heads, num_blocks,
-                 dropout, max_len, pre_norm=True, tie_weights=True, **kwargs):
+                 dropout, max_len, pre_norm=True, tie_weights=True, positions="learned",
+                 num_kv_heads=None, window=None, **kwargs):
         super().__init__(**kwargs)
         self.num_hiddens = check_int("num_hiddens", num_hiddens, minimum=1)
         self.max_len = check_int("max_len", max_len, minimum=1)
         vocab_size = check_int("vocab_size", vocab_size, minimum=1)
+        if positions not in ("learned", "rope"):
+            raise ValueError(f"positions must be 'learned' or 'rope', got {positions!r}")
         self.embedding = nn.Embedding(vocab_size, num_hiddens)
-        self.pos_encoding = LearnedPositionalEmbedding(num_hiddens, dropout, max_len)
+        encoding = LearnedPositionalEmbedding if positions == "learned" else NoPositionalEncoding
+        self.pos_encoding = encoding(num_hiddens, dropout, max_len)
         self.blks = nn.Sequential()
         for _ in range(check_int("num_blocks", num_blocks, minimum=1)):
             self.blks.add(GPTBlock(num_hiddens, ffn_num_hiddens, num_heads, dropout,
-                                   pre_norm))
+                                   pre_norm, positions == "rope", num_kv_heads, window))
         self.norm = nn.LayerNorm() if _check_bool("pre_norm", pre_norm) else None
         # Sharing the embedding's ParameterDict makes Dense's weight the embedding's weight.
         shared = self.embedding.params if _check_bool("tie_weights", tie_weights) else None
@@ -105,14 +117,15 @@ class GPT(nn.Block):
         return offset
 
     def _cache_offset(self, caches):
-        """The number of steps in ``caches``, after checking that they are a list of one
-        dict per block (from :meth:`init_caches`), every block with as many steps."""
+        """The number of steps in ``caches`` (those a window dropped included), after
+        checking that they are a list of one dict per block (from :meth:`init_caches`),
+        every block with as many steps."""
         blocks = len(self.blks)
         if not isinstance(caches, list) or len(caches) != blocks \
                 or not all(isinstance(cache, dict) for cache in caches):
             raise ValueError(f"caches must be None or a list of {blocks} dicts (from "
                              f"init_caches()), got {caches!r:.80}")
-        steps = [_cached_steps(cache) for cache in caches]
+        steps = [_next_position(cache) for cache in caches]
         if len(set(steps)) > 1:
             raise ValueError(f"caches must hold as many steps in every block, got {steps}")
         return steps[0]

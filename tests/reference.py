@@ -79,3 +79,61 @@ def np_multihead(net, q, k, v, lens=None, weights=None):
         out += (w @ vi) @ Wo[:, rows].T
         attention.append(w)
     return out, onp.stack(attention, axis=1)
+
+
+def np_rope(x, positions, base=10000.0):
+    """Rotary positions as Hugging Face's Llama computes them, in float64: x (..., steps, d),
+    positions (steps,). inv_freq = 1 / base^(arange(0, d, 2) / d), cos and sin of the angles
+    tiled twice, x cos + rotate_half(x) sin with rotate_half(x) = [-x2, x1]."""
+    x = onp.asarray(x, float)
+    d = x.shape[-1]
+    inv_freq = 1.0 / base ** (onp.arange(0, d, 2) / d)
+    emb = onp.concatenate([onp.outer(positions, inv_freq)] * 2, axis=-1)
+    rotate_half = onp.concatenate([-x[..., d // 2:], x[..., :d // 2]], axis=-1)
+    return x * onp.cos(emb) + rotate_half * onp.sin(emb)
+
+
+def np_mask(batch, queries, keys, lens=None, window=None):
+    """(batch, queries, keys) booleans, True where a query sees a key: keys below its valid
+    length (None, (batch,) or (batch, queries)) and, with a window, no more than the last
+    ``window`` of those."""
+    hi = onp.full((batch, queries), keys) if lens is None else \
+        onp.broadcast_to(onp.reshape(lens, (batch, -1)), (batch, queries))
+    j = onp.arange(keys)
+    mask = j < hi[..., None]
+    return mask if window is None else mask & (j >= hi[..., None] - window)
+
+
+def np_softmax_where(scores, mask):
+    """Softmax of ``scores`` over the keys where ``mask`` is True, 0 elsewhere and on rows
+    with no True, float64."""
+    scores = onp.where(mask, scores, -onp.inf)
+    top = onp.where(mask.any(-1, keepdims=True), scores.max(-1, keepdims=True), 0)
+    e = onp.where(mask, onp.exp(scores - top), 0)
+    total = e.sum(-1, keepdims=True)
+    return e / onp.where(total > 0, total, 1)
+
+
+def np_grouped_heads(net, q, k, v, lens=None, window=None, positions=None):
+    """A (grouped-query, windowed, rotary) MultiHeadAttention head by head in float64.
+
+    Query head i uses rows i*p.. of W_q and key/value head j = i // (num_heads /
+    num_kv_heads), rows j*p.. of W_k and W_v; ``positions`` (steps,): rotate queries and
+    keys with :func:`np_rope`. Returns (output, weights (batch, num_heads, queries, keys)).
+    """
+    (Wq, bq), (Wk, bk), (Wv, bv), (Wo, bo) = ((w + [0.0])[:2] for w in
+                                              (layer_params(net)[name] for name in MHA_LAYERS))
+    heads, group = net.num_heads, net.num_heads // net.num_kv_heads
+    p = Wq.shape[0] // heads
+    mask = np_mask(q.shape[0], q.shape[1], k.shape[1], lens, window)
+    out, attention = bo + onp.zeros(q.shape[:2] + (Wo.shape[0],)), []
+    for i in range(heads):
+        rows, kv = slice(i * p, (i + 1) * p), slice(i // group * p, (i // group + 1) * p)
+        qi, ki, vi = (x @ W[r].T + (b[r] if onp.ndim(b) else b)
+                      for x, W, b, r in ((q, Wq, bq, rows), (k, Wk, bk, kv), (v, Wv, bv, kv)))
+        if positions is not None:
+            qi, ki = np_rope(qi, positions), np_rope(ki, positions)
+        w = np_softmax_where(qi @ ki.transpose(0, 2, 1) / math.sqrt(p), mask)
+        out += (w @ vi) @ Wo[:, rows].T
+        attention.append(w)
+    return out, onp.stack(attention, axis=1)

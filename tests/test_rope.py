@@ -1,0 +1,203 @@
+"""Rotary positions: apply_rope against Hugging Face Llama's rotate-half definition written in
+float64 NumPy, by hand, the relative-position property, gradients, float16, devices, bad
+input; RotaryMultiHeadAttention against NumPy, with its cache and grouped-query heads."""
+import math
+
+import mxnet as mx
+import numpy as onp
+import pytest
+from mxnet import autograd, np
+
+from d2lattn.positional import RotaryMultiHeadAttention, apply_rope
+from reference import np_grouped_heads, np_mask, np_rope
+
+
+def as_np(x, dtype="float32", ctx=None):
+    return np.array(x, dtype=dtype, ctx=ctx or mx.cpu())
+
+
+def normal(shape, seed=0):
+    return onp.random.default_rng(seed).normal(size=shape)
+
+
+# --- apply_rope ---------------------------------------------------------------------------------
+
+def test_width_2_is_a_rotation_of_the_plane_by_the_position():
+    # d = 2: one frequency, w_0 = 1, so position p rotates (1, 0) to (cos p, sin p).
+    got = apply_rope(as_np([[1, 0]] * 3), as_np([0, 1, 2], "int32")).asnumpy()
+    expected = [[1, 0], [math.cos(1), math.sin(1)], [math.cos(2), math.sin(2)]]
+    onp.testing.assert_allclose(got, expected, rtol=1e-6, atol=1e-7)
+
+
+def test_width_4_pairs_feature_i_with_feature_i_plus_2_by_hand():
+    # base 100, d = 4: w = (1, 100^(-1/2) = 0.1); features (0, 2) turn by p, (1, 3) by p / 10.
+    got = apply_rope(as_np([[1, 2, 3, 4]]), as_np([5], "int64"), base=100.0).asnumpy()[0]
+    c0, s0, c1, s1 = math.cos(5), math.sin(5), math.cos(0.5), math.sin(0.5)
+    expected = [1 * c0 - 3 * s0, 2 * c1 - 4 * s1, 3 * c0 + 1 * s0, 4 * c1 + 2 * s1]
+    onp.testing.assert_allclose(got, expected, rtol=1e-6)
+
+
+@pytest.mark.parametrize("shape", [(6, 2), (2, 3, 5, 8), (4, 7, 64)])
+@pytest.mark.parametrize("base", [10000.0, 100.0, 500000.0])
+@pytest.mark.parametrize("dtype", ["int32", "int64", "uint8"])
+def test_matches_llamas_rotate_half_in_float64(shape, base, dtype):
+    X = normal(shape, seed=len(shape))
+    positions = onp.arange(shape[-2]) * 7 + 3  # not 0..n-1: a prefix came before
+    got = apply_rope(as_np(X), as_np(positions, dtype), base)
+    assert got.shape == X.shape and got.dtype == onp.float32
+    onp.testing.assert_allclose(got.asnumpy(), np_rope(X, positions, base), rtol=1e-5,
+                                atol=1e-5)
+
+
+def test_float64_inputs_stay_float64():
+    X = normal((3, 8))
+    got = apply_rope(as_np(X, "float64"), as_np([0, 1, 2], "int32"))
+    assert got.dtype == onp.float64
+    onp.testing.assert_allclose(got.asnumpy(), np_rope(X, [0, 1, 2]), rtol=1e-6, atol=1e-6)
+
+
+def test_the_dot_product_of_a_rotated_query_and_key_depends_on_m_minus_n_only():
+    q, k = normal((1, 16), seed=1), normal((1, 16), seed=2)
+
+    def score(m, n):
+        qm = apply_rope(as_np(q, "float64"), as_np([m], "int32")).asnumpy()
+        kn = apply_rope(as_np(k, "float64"), as_np([n], "int32")).asnumpy()
+        return float((qm @ kn.T)[0, 0])
+
+    for distance in (0, 1, 5, 37):
+        scores = [score(n + distance, n) for n in (0, 3, 100, 1000)]
+        onp.testing.assert_allclose(scores, scores[0], rtol=1e-9, atol=1e-9)
+    # ... and it does depend on the distance: a rotation, not a constant.
+    assert abs(score(5, 0) - score(6, 0)) > 1e-3
+    # q_m . k_n = q . R(n - m) k: the key rotated back by m.
+    onp.testing.assert_allclose(score(9, 4), (q @ np_rope(k, [4 - 9]).T)[0, 0], rtol=1e-9)
+
+
+def test_rotations_keep_the_norm_of_every_vector():
+    X = normal((2, 9, 10), seed=3)
+    got = apply_rope(as_np(X, "float64"), as_np(onp.arange(9) * 11, "int32")).asnumpy()
+    onp.testing.assert_allclose(onp.linalg.norm(got, axis=-1), onp.linalg.norm(X, axis=-1),
+                                rtol=1e-10)
+
+
+def test_the_gradient_is_the_inverse_rotation():
+    # d sum(G * R X) / dX = R^T G, and R(p)^T = R(-p).
+    X, G = as_np(normal((2, 5, 6), seed=4)), normal((2, 5, 6), seed=5)
+    positions = onp.array([0, 2, 4, 9, 30])
+    X.attach_grad()
+    with autograd.record():
+        loss = (apply_rope(X, as_np(positions, "int32")) * as_np(G)).sum()
+    loss.backward()
+    onp.testing.assert_allclose(X.grad.asnumpy(), np_rope(G, -positions), rtol=1e-5, atol=1e-5)
+
+
+def test_float16_angles_are_computed_in_float32():
+    # float16 holds no odd integer above 2048: angles in float16 would rotate positions 2048
+    # and 2049 alike.
+    X = normal((4, 8), seed=6)
+    positions = onp.array([2048, 2049, 4097, 30001])
+    got = apply_rope(as_np(X, "float16"), as_np(positions, "int32"))
+    assert got.dtype == onp.float16
+    got = got.asnumpy().astype(float)
+    onp.testing.assert_allclose(got, np_rope(X, positions), rtol=0, atol=1e-2)
+    same = apply_rope(as_np(X[:2] * 0 + X[:1], "float16"), as_np([2048, 2049], "int32"))
+    assert not onp.allclose(same.asnumpy()[0], same.asnumpy()[1], atol=1e-2)
+
+
+def test_on_cpu1_whatever_the_context_of_the_positions(cpu1):
+    X = normal((2, 3, 4), seed=7)
+    for positions_ctx in (cpu1, mx.cpu()):
+        got = apply_rope(as_np(X, ctx=cpu1), as_np([1, 2, 3], "int32", positions_ctx))
+        assert got.ctx == cpu1
+        onp.testing.assert_allclose(got.asnumpy(), np_rope(X, [1, 2, 3]), rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("X, positions, kwargs, error, match", [
+    (as_np(onp.ones((3, 5))), as_np([0, 1, 2], "int32"), {}, ValueError, "even width"),
+    (as_np(onp.ones((3,))), as_np([0, 1, 2], "int32"), {}, ValueError, r"X must be \(\.\.\., steps, d\)"),
+    (as_np(onp.ones((3, 4))), as_np([0, 1], "int32"), {}, ValueError,
+     r"positions must have shape \(steps,\) = \(3,\).*got \(2,\)"),
+    (as_np(onp.ones((3, 4))), as_np([[0, 1, 2]], "int32"), {}, ValueError, "positions must have shape"),
+    (as_np(onp.ones((3, 4))), as_np([0, 1, 2]), {}, TypeError, "positions must hold integers, got dtype float32"),
+    (as_np(onp.ones((3, 4))), as_np([0, 1, 1], "bool"), {}, TypeError, "positions must hold integers"),
+    (as_np(onp.ones((3, 4))), onp.arange(3), {}, TypeError, "positions must be an mxnet.np.ndarray"),
+    (onp.ones((3, 4)), as_np([0, 1, 2], "int32"), {}, TypeError, "X must be an mxnet.np.ndarray"),
+    (as_np(onp.ones((3, 4)), "int32"), as_np([0, 1, 2], "int32"), {}, TypeError, "X must hold floating"),
+    (as_np(onp.ones((0, 4))), as_np([], "int32"), {}, ValueError, "X must have no empty axis"),
+    (as_np(onp.ones((3, 4))), as_np([0, 1, 2], "int32"), {"base": math.inf}, ValueError, "base must be"),
+    (as_np(onp.ones((3, 4))), as_np([0, 1, 2], "int32"), {"base": math.nan}, ValueError, "base must be"),
+    (as_np(onp.ones((3, 4))), as_np([0, 1, 2], "int32"), {"base": 0}, ValueError, "base must be"),
+    (as_np(onp.ones((3, 4))), as_np([0, 1, 2], "int32"), {"base": True}, ValueError, "base must be"),
+], ids=["odd-d", "1-D", "short-positions", "2-D-positions", "float-positions", "bool-positions",
+        "numpy-positions", "numpy-X", "int-X", "empty", "inf-base", "nan-base", "zero-base",
+        "bool-base"])
+def test_apply_rope_rejects_bad_input(X, positions, kwargs, error, match):
+    with pytest.raises(error, match=match):
+        apply_rope(X, positions, **kwargs)
+
+
+# --- RotaryMultiHeadAttention -------------------------------------------------------------------
+
+B, T, H, HEADS = 2, 6, 16, 4
+
+
+def make(num_kv_heads=None, window=None, ctx=None):
+    net = RotaryMultiHeadAttention(H, HEADS, 0.0, True, num_kv_heads, window)
+    net.initialize(mx.init.Normal(0.5), ctx=ctx or mx.cpu())
+    return net
+
+
+CAUSAL = [list(range(1, T + 1))] * B
+
+
+@pytest.mark.parametrize("num_kv_heads", [None, 2, 1])
+@pytest.mark.parametrize("lens", [None, [4, 0], CAUSAL], ids=["none", "per-sequence", "causal"])
+def test_rotary_attention_matches_numpy(num_kv_heads, lens):
+    X = normal((B, T, 5), seed=8)
+    net = make(num_kv_heads)
+    out = net(as_np(X), as_np(X), as_np(X), None if lens is None else as_np(lens))
+    expected, weights = np_grouped_heads(net, X, X, X, lens, positions=onp.arange(T))
+    onp.testing.assert_allclose(out.asnumpy(), expected, rtol=1e-4, atol=1e-4)
+    onp.testing.assert_allclose(net.attention_weights.asnumpy(), weights, rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("pieces", [[1] * T, [2, 3, 1]])
+@pytest.mark.parametrize("num_kv_heads, window", [(None, None), (2, None), (1, 2)])
+def test_cached_pieces_at_their_positions_equal_one_causal_call(pieces, num_kv_heads, window):
+    X = as_np(normal((B, T, H), seed=9))
+    net = make(num_kv_heads, window)
+    expected = net(X, X, X, as_np(CAUSAL)).asnumpy()
+    cache, outputs, start = {}, [], 0
+    for n in pieces:
+        x = X[:, start:start + n]
+        lens = as_np([list(range(cache["k"].shape[1] + 1 if cache else 1,
+                                 (cache["k"].shape[1] if cache else 0) + n + 1))] * B)
+        outputs.append(net(x, x, x, lens, cache).asnumpy())
+        start += n
+    onp.testing.assert_allclose(onp.concatenate(outputs, axis=1), expected, rtol=1e-5,
+                                atol=1e-5)
+    # The cache holds the rotated keys of positions start .. T - 1.
+    kept = T if window is None else window
+    kv = HEADS if num_kv_heads is None else num_kv_heads
+    assert cache["k"].shape == (B * kv, kept, H // HEADS)
+    assert cache.get("start", 0) == T - kept
+
+
+def test_rotary_attention_on_cpu1(cpu1):
+    X = normal((B, T, H), seed=10)
+    net = make(2, ctx=cpu1)
+    out = net(as_np(X, ctx=cpu1), as_np(X, ctx=cpu1), as_np(X, ctx=cpu1), as_np(CAUSAL))
+    assert out.ctx == cpu1
+    onp.testing.assert_allclose(out.asnumpy(), np_grouped_heads(
+        net, X, X, X, CAUSAL, positions=onp.arange(T))[0], rtol=1e-4, atol=1e-4)
+
+
+def test_rotary_attention_rejects_odd_head_widths_and_cross_attention():
+    with pytest.raises(ValueError, match="head width.* must be even"):
+        RotaryMultiHeadAttention(12, 4, 0.0)
+    with pytest.raises(ValueError, match="base must be"):
+        RotaryMultiHeadAttention(16, 4, 0.0, base=-1.0)
+    net = make()
+    with pytest.raises(ValueError, match="queries and keys must be the same steps"):
+        net(as_np(onp.ones((B, 3, H))), as_np(onp.ones((B, 4, H))), as_np(onp.ones((B, 4, H))))
+    assert np_mask(1, 1, 2).all()  # the helper itself: no mask without lengths
