@@ -203,8 +203,9 @@ def _import_error(err, failed):
         message = (f"mxnet is installed but cannot import {module}, which it needs: pip install "
                    f"{module.split('.')[0]} (pip install --no-deps skips mxnet's own needs).")
     elif library is None:
-        message = ("d2lattn needs Apache MXNet 1.9.1. On a CPU: pip install 'd2lattn[cpu]' "
-                   "(or pip install mxnet==1.9.1). On Colab: run the first cell of any chapter.")
+        message = ("d2lattn needs Apache MXNet 1.9.1. On a CPU: pip install mxnet==1.9.1 "
+                   "(Python 3.11, numpy<2; with numpy 2: pip install --no-deps mxnet==1.9.1). "
+                   "On Colab: run the first cell of any chapter.")
     else:
         message = (f"mxnet's GPU build cannot load {library}, a CUDA 11 library: {_CUDA_HELP} "
                    "(d2lattn preloads them), or use the CPU build "

@@ -643,5 +643,5 @@ def test_the_reason_and_the_feedback_count_and_name_cases_alike(batch):
     feedback = (out / "feedback" / "student.md").read_text()
     assert reason.startswith("0 of 1 cases passed (format checks: 0 of 1); failed: public "
                              "format check 1 (format: the weight is a float), hidden case 1 ")
-    assert "q3_weight: 0 of 0 public cases passed (format checks: 0 of 1)\n" \
+    assert "q3_weight: no public case earns points here (format checks: 0 of 1)\n" \
            "  format check 1 FAILED: format: the weight is a float\n" in feedback

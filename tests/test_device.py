@@ -399,7 +399,8 @@ def test_import_error_names_the_missing_library_and_preload_failures():
 
 def test_import_error_without_mxnet_says_what_to_install():
     message = str(device._import_error(ImportError("No module named 'mxnet'"), {}))
-    assert "needs Apache MXNet 1.9.1" in message and "d2lattn[cpu]" in message
+    assert "needs Apache MXNet 1.9.1" in message and "pip install mxnet==1.9.1" in message
+    assert "d2lattn[cpu]" not in message  # d2lattn is not on PyPI: that name installs nothing
     assert "Preloading" not in message
 
 

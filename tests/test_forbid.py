@@ -86,3 +86,10 @@ def test_the_grader_imports_no_model_module_and_no_private_name_of_another_modul
             elif isinstance(node, ast.Import):
                 assert not any(alias.name.startswith("d2lattn.") and alias.name.split(".")[1]
                                in MODELS for alias in node.names), path.name
+
+
+def test_one_use_named_twice_in_the_forbid_list_is_reported_once():
+    code = "import d2lattn\nd2lattn.attention.masked_softmax(X, None)"
+    assert forbidden_uses([(3, code)], ["d2lattn.masked_softmax",
+                                        "d2lattn.attention.masked_softmax"]) == [
+        "d2lattn.masked_softmax (code cell 3, line 2)"]

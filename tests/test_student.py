@@ -70,3 +70,27 @@ def test_check_and_register_reject_bad_arguments(registry):
         register({"name": "q1", "suites": []})
     with pytest.raises(TypeError, match="tests must be a list of OK-format dicts"):
         register([{"suites": []}])
+
+
+def test_check_stops_at_an_interrupt_and_reports_values_it_cannot_compare(registry, capsys):
+    """The notebook's Stop button ends check() at once, not after each remaining case's own
+    time limit; an answer too large for a float is a wrong value, not an OverflowError."""
+    import time
+
+    register([{"name": "q", "forbid": [], "suites": [{"cases": [
+        {"code": "# huge\n>>> f()\n1", "hidden": False},
+        {"code": "# stopped\n>>> g()\n1", "hidden": False},
+        {"code": "# slow\n>>> h()\n1", "hidden": False}]}]}])
+
+    def interrupted():
+        raise KeyboardInterrupt
+
+    start = time.monotonic()
+    check("q", {"f": lambda: 10 ** 400, "g": interrupted, "h": lambda: time.sleep(30)})
+    out = capsys.readouterr().out
+    assert time.monotonic() - start < 5
+    assert out == "q: check stopped (interrupted); run the cell again to check\n"
+    check("q", {"f": lambda: 10 ** 400, "g": lambda: 1, "h": lambda: 1})
+    out = capsys.readouterr().out
+    assert out.startswith("q: 2 of 3 public cases passed\n  case 1 FAILED: huge\n")
+    assert "received: 1000000000" in out

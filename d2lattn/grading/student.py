@@ -33,9 +33,13 @@ def check(question, env=None):
     elif not isinstance(env, dict):
         raise TypeError(f"env must be a dict of names, got {type(env).__name__}")
     test = _TESTS[question]
-    results = [dict(result, format=not scores(case)) for result, case in zip(
-        run_test(test, dict(env), hidden=False, time_limit=CHECK_CASE_SECONDS),
-        cases_of(test, False))]
+    try:
+        results = [dict(result, format=not scores(case)) for result, case in zip(
+            run_test(test, dict(env), hidden=False, time_limit=CHECK_CASE_SECONDS),
+            cases_of(test, False))]
+    except KeyboardInterrupt:
+        print(f"{question}: check stopped (interrupted); run the cell again to check")
+        return
     print(format_report(question, results) + "\n(hidden cases, if any, run when grading)"
           + forbidden_note(question, test.get("forbid") or [], env))
 

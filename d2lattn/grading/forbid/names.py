@@ -24,14 +24,16 @@ def forbidden_uses(cells, forbid, only=None):
     ``"d2lattn.masked_softmax (code cell 4, line 2)"``.
     """
     trees = [(number, tree) for number, tree in ((n, _parse(text)) for n, text in cells) if tree]
-    uses = []
+    uses = {}  # (cell, line): the first forbidden name found there (one use, not two)
     for dotted in forbid:
         root, name = dotted.split(".")[0], dotted.split(".")[-1]
         aliases = {root}.union(*(_aliases(tree, root) for _, tree in trees))
-        uses += [f"{dotted} (code cell {number}, line {line})" for number, tree in trees
-                 if only is None or number in only
-                 for line in _lines_using(tree, aliases, root, name)]
-    return uses
+        for number, tree in trees:
+            for line in _lines_using(tree, aliases, root, name):
+                if only is None or number in only:
+                    uses.setdefault((number, line), dotted)
+    return [f"{dotted} (code cell {number}, line {line})"
+            for (number, line), dotted in sorted(uses.items())]
 
 
 def _parse(text):

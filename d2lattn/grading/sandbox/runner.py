@@ -290,6 +290,8 @@ def _run_cells(shell, request, send):
 
 def _error(result):
     err = result.error_before_exec or result.error_in_exec
+    if isinstance(err, _Stop):
+        return "stopped: the notebook's time limit was reached"
     return None if err is None else raised_text(err)
 
 
