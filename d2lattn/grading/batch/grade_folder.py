@@ -76,16 +76,17 @@ def grade(submissions, bundle, out, assignment=None, timeout=NOTEBOOK_SECONDS,
     assignment, tests = load_bundle(bundle, assignment or _named_assignment(subs, bundle))
     subs = [other_assignment(sub, assignment) for sub in subs]
     listed = read_roster(roster) if roster is not None else []
-    subs, dropped = name_students(subs, listed)
+    out = Path(out)
+    students = read_students(out / "students.csv")
+    subs, dropped = name_students(subs, listed, {s.student: s.file for s in students})
     skipped = skipped + dropped
     if shard is not None:
         subs = [sub for sub in subs if in_shard(sub.student, _check_shard(shard))]
     check_sandbox(unsafe)
-    out = Path(out)
     for folder in ("feedback", "executed"):
         (out / folder).mkdir(parents=True, exist_ok=True)
     before = read_rows(out / "grades.csv")
-    rows, students, graded, ran = before, read_students(out / "students.csv"), [], []
+    rows, graded, ran = before, [], []
     say = log or (lambda line: None)
     with tempfile.TemporaryDirectory() as tmp, ThreadPoolExecutor(jobs) as pool, \
             tqdm(total=len(subs), unit="notebook", disable=not progress, file=sys.stderr) as bar:

@@ -144,15 +144,16 @@ def student_identity(nb):
     return "", ""
 
 
-def name_students(submissions, roster=()):
+def name_students(submissions, roster=(), earlier=None):
     """``(named, dropped)``: the submissions to grade, each with its ``student`` set (unique)
     and its ``flags``, and ``[(file, why)]`` for the duplicates not graded.
 
     A submission is first the roster student its hand-in name identifies (:func:`roster_match`);
     where it identifies nobody, the one whose e-mail its ``# STUDENT`` cell gives, unless a
-    file's name already identifies that student: then it is graded under its own id, flagged
-    ``claimed identity``. Of several submissions of one student the latest hand-in counts
-    (:func:`newest`), flagged ``duplicate``; the others are dropped. Everyone else's id is
+    file's name already identifies that student, or ``earlier`` (``{student: file}`` of the
+    grades already kept) holds another file of theirs: then it is graded under its own id,
+    flagged ``claimed identity``. Of several submissions of one student the latest hand-in counts
+    (:func:`handed_in`), flagged ``duplicate``; the others are dropped. Everyone else's id is
     the hand-in name made safe. ``roster`` rows are dicts with ``student``, ``email``, ``login``
     and, optionally, ``canvas``, ``name``."""
     by_name = _by_name(roster)
@@ -161,11 +162,12 @@ def name_students(submissions, roster=()):
     logins = {row["login"].lower(): row["student"] for row in roster if row.get("login")}
     by_canvas = {row["canvas"]: row["student"] for row in roster if row.get("canvas")}
     owners = [roster_match(sub.handin, by_canvas, by_name, logins) for sub in submissions]
-    own_file = {owner: sub.file for owner, sub in zip(owners, submissions) if owner}
+    own_file = dict(earlier or {})
+    own_file.update((owner, sub.file) for owner, sub in zip(owners, submissions) if owner)
     subs = list(submissions)
     for i, sub in enumerate(subs):
         claim = by_email.get(sub.email.lower()) if sub.email and not owners[i] else None
-        if claim in own_file:
+        if claim in own_file and own_file[claim] != sub.file:
             subs[i] = flagged(sub, "claimed identity",
                             f"its # STUDENT cell says {sub.email}, whose own file "
                             f"{own_file[claim]} is graded under {claim}")
@@ -177,14 +179,14 @@ def name_students(submissions, roster=()):
     taken = {row["student"].lower() for row in roster}
     named, dropped = {}, []
     for owner, members in groups.items():
-        keep = newest([subs[i] for i in members])
-        others = [subs[i] for i in members if subs[i] is not keep]
+        best = max(members, key=lambda i: handed_in(subs[i]))
+        keep, others = subs[best], [subs[i] for i in members if i != best]
         if others:
             keep = flagged(keep, "duplicate", "the latest of " + ", ".join(
                 sorted(s.file for s in [keep, *others])))
         student = owner if isinstance(owner, str) else safe_id(keep.handin.name, taken)
         taken.add(student.lower())
-        named[subs.index(keep)] = keep._replace(student=student)
+        named[best] = keep._replace(student=student)
         dropped += [(s.file, f"duplicate: an earlier hand-in of {student}, whose {keep.file} "
                              "was graded") for s in others]
     return [named[i] for i in sorted(named)], dropped
@@ -204,11 +206,11 @@ def roster_match(handin, by_canvas, by_name, logins):
     return logins[login] if login else None
 
 
-def newest(subs):
-    """The latest hand-in of ``subs`` (of one student): by the time the hand-in name records
-    (Canvas: ``_LATE``, then the higher submission id), then the file's modification time,
-    then the file name."""
-    return max(subs, key=lambda s: (s.handin.order if s.handin else (), s.time, s.file))
+def handed_in(sub):
+    """When ``sub`` was handed in, as a sort key (of one student's submissions the highest
+    counts): the time the hand-in name records (Canvas: ``_LATE``, then the higher submission
+    id), then the file's modification time, then the file name."""
+    return sub.handin.order if sub.handin else (), sub.time, sub.file
 
 
 def _by_name(roster):
