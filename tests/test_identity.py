@@ -6,7 +6,6 @@ The pure parsing is tested without a sandbox; one class folder is graded once (m
 and re-graded once."""
 import csv
 import json
-import os
 
 import pytest
 
