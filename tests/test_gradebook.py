@@ -15,8 +15,8 @@ import pytest
 from d2lattn.grading import grade, release
 from d2lattn.grading.__main__ import main
 from d2lattn.grading.batch.grade_folder import _named_assignment
-from d2lattn.grading.batch.gradebook import (Row, Student, changes, gradebook, read_roster,
-                                       write_exports)
+from d2lattn.grading.batch.gradebook import (Exports, Row, Student, canvas_column, changes,
+                                             gradebook, read_roster, write_exports)
 from d2lattn.grading.master.notebook import cell_source, is_grader_cell, notebook_meta
 from d2lattn.grading.releasing.split import assignment_of, private_cases, split_master
 from d2lattn.grading.batch.submissions import (Submission, find_submissions, name_students,
@@ -192,21 +192,30 @@ def test_folders_per_student_saved_outputs_and_skipped_entries(tmp_path):
     write(tmp_path / "octocat" / "exercises" / "ch1.ipynb", notebook())  # GitHub Classroom
     write(tmp_path / "twins" / "a.ipynb", notebook())
     write(tmp_path / "twins" / "b.ipynb", notebook())
+    # Colab's extra copy holds the work, the repository's own notebook is the blank one
+    blank_nb = notebook(name="", email="")
+    blank_nb["cells"][1]["source"] = "raise NotImplementedError  # your code here"
+    write(tmp_path / "colab" / "ch1.ipynb", blank_nb)
+    write(tmp_path / "colab" / "Copy of ch1.ipynb", notebook(name="Ada", email="ada@uni.edu"))
     write(tmp_path / "long.ipynb", notebook(extra=["x = 1\n" * 400_000]))
     (tmp_path / "empty").mkdir()
     (tmp_path / "notes.txt").write_text("hello")
     found, skipped = find_submissions(tmp_path, max_code=1_000_000)
     by_file = {sub.file: sub for sub in found}
-    assert sorted(by_file) == ["heavy.ipynb", "long.ipynb", "octocat", "twins"]
+    assert sorted(by_file) == ["colab", "heavy.ipynb", "long.ipynb", "octocat", "twins"]
     assert by_file["heavy.ipynb"].error is None
     assert all("outputs" not in cell for cell in by_file["heavy.ipynb"].notebook["cells"])
     assert by_file["octocat"].error is None and by_file["octocat"].notebook is not None
-    assert by_file["twins"].error.startswith("a folder with several notebooks (a.ipynb, b.ipynb)")
+    assert by_file["twins"].error is None  # the first of equals, the other listed
+    assert by_file["colab"].email == "ada@uni.edu"  # the notebook filled in is graded
     code = re.fullmatch(r"its code cells hold (\d+) characters \(at most 1000000\)",
                         by_file["long.ipynb"].error)
     assert int(code[1]) > 2_400_000
-    assert skipped == [("empty/", "a folder without a notebook"),
-                       ("notes.txt", "not a notebook (.ipynb)")]
+    assert skipped == [("colab/ch1.ipynb", "another notebook of the folder; Copy of ch1.ipynb "
+                                           "was graded"),
+                       ("empty/", "a folder without a notebook"),
+                       ("notes.txt", "not a notebook (.ipynb)"),
+                       ("twins/b.ipynb", "another notebook of the folder; a.ipynb was graded")]
 
 
 def test_students_are_named_by_the_roster_then_by_their_file(tmp_path):
@@ -222,30 +231,32 @@ def test_students_are_named_by_the_roster_then_by_their_file(tmp_path):
                      "ADA-copy.ipynb": notebook()}.items():
         write(tmp_path / "in" / file, nb)
     found, _ = find_submissions(tmp_path / "in")
-    named, unknown = name_students(found, roster)
+    named, dropped = name_students(found, roster)
     assert {sub.file: sub.student for sub in named} == {
         "ADA-copy.ipynb": "ADA-copy", "ada.ipynb": "S1", "mallory.ipynb": "mallory",
         "x.ipynb": "x"}
-    assert unknown == [("ADA-copy.ipynb", "not on the roster"), ("mallory.ipynb",
-                                                                  "not on the roster"),
-                       ("x.ipynb", "not on the roster")]
-    assert next(s for s in named if s.file == "mallory.ipynb")[4:] == ("Mallory", "mallory@x")
+    assert dropped == [] and {sub.file: sub.flags for sub in named} == {
+        "ADA-copy.ipynb": ("no # STUDENT cell",), "ada.ipynb": ("no # STUDENT cell",),
+        "mallory.ipynb": (), "x.ipynb": ()}
+    assert next(s for s in named if s.file == "mallory.ipynb")[4:6] == ("Mallory", "mallory@x")
     with pytest.raises(ValueError, match=r"roster must have an e-mail, login or id column, "
                                          r"got columns \['name'\]"):
         (tmp_path / "bad.csv").write_text("name\nAda\n")
         read_roster(tmp_path / "bad.csv")
 
 
-def test_the_assignment_is_the_one_the_notebooks_name(tmp_path):
+def test_the_assignment_is_the_one_most_notebooks_name(tmp_path):
     def sub(name):
-        nb = notebook()
-        nb["metadata"]["d2lattn"] = {"assignment": name}
-        return Submission(None, "f", nb, None, "", "")
+        return Submission(None, "f", notebook(), None, "", "", assignment=name)
 
+    for name in ("ch1", "ch2"):
+        (tmp_path / f"{name}.json").write_text("{}")
     assert _named_assignment([sub("ch1"), sub("ch1")], tmp_path) == "ch1"
+    assert _named_assignment([sub("ch2"), sub("ch1"), sub("ch2"), sub("ch9")], tmp_path) == \
+        "ch2"  # the others get rows saying so; ch9 is no assignment of the bundle
     assert _named_assignment([], tmp_path) is None
-    with pytest.raises(ValueError, match=r"the submissions answer several assignments "
-                                         r"\(\{'ch1': 1, 'ch2': 1\}\): grade each"):
+    with pytest.raises(ValueError, match=r"the submissions answer several assignments equally "
+                                         r"often \(\{'ch1': 1, 'ch2': 1\}\): pass --assign"):
         _named_assignment([sub("ch1"), sub("ch2")], tmp_path)
 
 
@@ -267,15 +278,23 @@ def test_gradebook_and_the_canvas_and_moodle_exports(tmp_path):
     write_exports(tmp_path, "ch1_attention", book, questions)
     assert table(tmp_path / "gradebook.csv")[1] == {
         "student": "S1", "name": "Ada Lovelace", "email": "", "q1": "2", "q2": "1.5",
-        "total": "3.5", "max": "5", "status": "graded"}
+        "total": "3.5", "max": "5", "status": "graded", "note": ""}
     canvas = list(csv.reader(open(tmp_path / "canvas.csv", newline="")))
-    assert canvas[:3] == [["Student", "ID", "SIS User ID", "SIS Login ID", "Section",
-                           "ch1_attention"], ["Points Possible", "", "", "", "", "5"],
-                          ["Eve", "", "", "", "", "3"]]
-    assert canvas[3] == ["Ada Lovelace", "101", "S1", "ada", "A", "3.5"]
-    moodle = table(tmp_path / "moodle.csv")
-    assert moodle[0] == {"Email address": "e@x", "Username": "eve", "ID number": "",
-                         "ch1_attention": "3"}
+    assert canvas == [["Student", "ID", "SIS User ID", "SIS Login ID", "Section",
+                       "ch1_attention"], ["Points Possible", "", "", "", "", "5"],
+                      ["Ada Lovelace", "101", "S1", "ada", "A", "3.5"],
+                      ["Alan Turing", "102", "S2", "alan", "B", ""]]  # eve: not on the roster
+    assert table(tmp_path / "moodle.csv") == [
+        {"Email address": "", "Username": "ada", "ID number": "S1", "ch1_attention": "3.5"},
+        {"Email address": "", "Username": "alan", "ID number": "S2", "ch1_attention": ""}]
+    assert table(tmp_path / "attention.csv") == [
+        {"entry": "eve.ipynb", "student": "eve", "status": "not on the roster", "note": ""},
+        {"entry": "", "student": "S2", "status": "no submission", "note": ""}]
+    write_exports(tmp_path, "ch1_attention", book, questions,
+                  exports=Exports("Chapter 1 (4321)", missing_as_zero=True))
+    canvas = list(csv.reader(open(tmp_path / "canvas.csv", newline="")))
+    assert canvas[0][-1] == "Chapter 1 (4321)" and canvas[-1][-1] == "0"
+    assert canvas_column("ch1", Exports("4321")) == "ch1 (4321)"
 
 
 def test_changes_name_each_student_whose_total_moved():

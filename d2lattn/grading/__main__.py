@@ -5,7 +5,7 @@ import argparse
 import sys
 
 from .batch.grade_folder import grade
-from .batch.gradebook import merge, read_roster
+from .batch.gradebook import Exports, merge, read_roster
 from .limits import CASE_SECONDS, MAX_BYTES, MAX_CODE, MAX_OUTPUT, NOTEBOOK_SECONDS
 from .releasing import release
 from .sandbox.bwrap import SandboxError
@@ -36,7 +36,9 @@ def main(argv=None):
     gra.add_argument("--assignment", help="the bundle's assignment (default: the one the "
                                           "notebooks name, or the bundle's only one)")
     gra.add_argument("--roster", help="a CSV of the class: e-mail, login and/or id columns, "
-                                      "optionally name (a Canvas or Moodle export works)")
+                                      "optionally name (Canvas's gradebook export or Moodle's "
+                                      "participants export, as they are)")
+    _export_options(gra)
     gra.add_argument("--shard", type=_shard, help="I/N: grade only the I-th of N shares of the "
                                                   "class, then join them with merge")
     gra.add_argument("--timeout", type=float, default=NOTEBOOK_SECONDS,
@@ -55,6 +57,7 @@ def main(argv=None):
     mer.add_argument("out", help="the folder to write (rows already there are kept)")
     mer.add_argument("shards", nargs="+", help="the --out folders of the shards")
     mer.add_argument("--roster", help="the roster the shards were graded with")
+    _export_options(mer, "(default: as the shards were graded)")
     args = parser.parse_args(argv)
     try:
         _run(args)
@@ -78,6 +81,21 @@ def _command(commands):
     return command
 
 
+def _export_options(command, default=""):
+    command.add_argument("--canvas-assignment", metavar="COLUMN",
+                         help="canvas.csv's grade column: 'Name (123)', copied from a Canvas "
+                              "gradebook export, maps it to Canvas's assignment 123 (digits "
+                              "alone: '<assignment> (<digits>)'; default: the assignment's "
+                              f"name) {default}".strip())
+    command.add_argument("--missing-as-zero", action="store_true",
+                         help="export 0, not a blank, for a roster student with no submission "
+                              f"{default}".strip())
+
+
+def _exports(args):
+    return Exports(args.canvas_assignment, args.missing_as_zero)
+
+
 def _shard(text):
     try:
         index, count = map(int, text.split("/"))
@@ -97,11 +115,13 @@ def _run(args):
         rows = grade(args.submissions, args.bundle, args.out, args.assignment, args.timeout,
                      args.case_timeout, args.max_output, log=print, unsafe=args.unsafe,
                      max_bytes=args.max_bytes, jobs=args.jobs, roster=args.roster,
-                     shard=args.shard, max_code=args.max_code, progress=True)
+                     shard=args.shard, max_code=args.max_code, progress=True,
+                     exports=_exports(args))
         print(f"wrote {len(rows)} rows to {args.out}/grades.csv")
     else:
         roster = read_roster(args.roster) if args.roster else []
-        rows = merge(args.out, args.shards, roster)
+        given = args.canvas_assignment is not None or args.missing_as_zero
+        rows = merge(args.out, args.shards, roster, _exports(args) if given else None)
         print(f"merged {len(args.shards)} shards: {len(rows)} rows in {args.out}/grades.csv")
 
 

@@ -11,6 +11,7 @@ CASE_SECONDS = 10  # one example of a case
 MAX_OUTPUT = 1_000_000  # characters of output kept per notebook
 MAX_BYTES = 200 << 20  # a larger submission file is not read (saved plots included)
 MAX_CODE = 2 << 20  # characters of code cells a submission may hold (outputs not counted)
+MAX_STUDENT_CELL = 10_000  # characters of a # STUDENT cell read for a name and an e-mail
 
 # --- releasing: the masters are the instructor's, and long ----------------------------------
 RELEASE = {"timeout": 900, "case_timeout": 120, "max_output": MAX_OUTPUT}

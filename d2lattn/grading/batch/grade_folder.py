@@ -24,27 +24,28 @@ from ..forbid.names import forbidden_uses
 from ..forbid.shadow import Shadows
 from ..limits import CASE_SECONDS, MAX_BYTES, MAX_CODE, MAX_OUTPUT, NOTEBOOK_SECONDS
 from ..master.cases import call_request, in_case, is_format, judge, numbered, parse_case
-from ..master.notebook import notebook_meta, runnable_cells
+from ..master.notebook import runnable_cells
 from ..sandbox.bwrap import SandboxError, check_sandbox
 from ..sandbox.session import NO_RUN, run_submission
 from .feedback import feedback, total
-from .gradebook import (Row, Student, changes, gradebook, read_roster, read_rows, read_skipped,
-                        read_students, replaced, write_exports, write_grades, write_run,
-                        write_table)
+from .gradebook import (Exports, Row, Student, changes, gradebook, read_roster, read_rows,
+                        read_skipped, read_students, replaced, write_exports, write_grades,
+                        write_run, write_table)
 from .scores import score
-from .submissions import find_submissions, in_shard, name_students
+from .submissions import find_submissions, flagged, in_shard, name_students
 
 
 def grade(submissions, bundle, out, assignment=None, timeout=NOTEBOOK_SECONDS,
           case_timeout=CASE_SECONDS, max_output=MAX_OUTPUT, log=None, unsafe=False,
           max_bytes=MAX_BYTES, jobs=None, roster=None, shard=None, max_code=MAX_CODE,
-          progress=False):
+          progress=False, exports=Exports()):
     """Grade the submissions in the folder ``submissions`` (``.ipynb`` files, or one folder
     per student holding one notebook) against the autograder ``bundle`` folder, each in its
     own sandbox (``unsafe=True``: without one, see :mod:`d2lattn.grading.sandbox`).
 
-    ``assignment``: the bundle's assignment; by default the one the notebooks name in their
-    metadata (release writes it), or the bundle's only one. A notebook's code runs under one
+    ``assignment``: the bundle's assignment; by default the one most notebooks name in their
+    metadata (release writes it), or the bundle's only one; a notebook that names another is
+    not run and its rows say so. A notebook's code runs under one
     ``timeout`` (seconds, for all of it), with at most ``max_output`` characters of output
     kept, then its public cases, then its hidden ones, each example under ``case_timeout``.
     A question scores its points times the fraction of its scored cases passed (format
@@ -54,7 +55,8 @@ def grade(submissions, bundle, out, assignment=None, timeout=NOTEBOOK_SECONDS,
 
     ``out`` gets ``grades.csv`` (student, question, points, max, reason), ``students.csv``,
     ``feedback/<student>.md``, ``executed/<student>.ipynb``, ``gradebook.csv``,
-    ``canvas.csv`` and ``moodle.csv``; the rows of students graded before and not now are
+    ``attention.csv``, ``canvas.csv`` and ``moodle.csv`` (written as ``exports``, a
+    :class:`d2lattn.grading.batch.gradebook.Exports`), ``skipped.csv``; the rows of students graded before and not now are
     kept, and every file is rewritten whole after each submission. ``roster``: a CSV of the
     class (see :func:`d2lattn.grading.batch.gradebook.read_roster`). ``shard=(i, n)``: grade only
     the i-th of n shares of the class (see ``merge``). ``log`` is called with one line per
@@ -72,16 +74,19 @@ def grade(submissions, bundle, out, assignment=None, timeout=NOTEBOOK_SECONDS,
     subs, skipped = find_submissions(submissions, check_int("max_bytes", max_bytes, minimum=1),
                                      check_int("max_code", max_code, minimum=1))
     assignment, tests = load_bundle(bundle, assignment or _named_assignment(subs, bundle))
+    subs = [other_assignment(sub, assignment) for sub in subs]
     listed = read_roster(roster) if roster is not None else []
-    subs, unknown = name_students(subs, listed)
+    out = Path(out)
+    students = read_students(out / "students.csv")
+    subs, dropped = name_students(subs, listed, {s.student: s.file for s in students})
+    skipped = skipped + dropped
     if shard is not None:
         subs = [sub for sub in subs if in_shard(sub.student, _check_shard(shard))]
     check_sandbox(unsafe)
-    out = Path(out)
     for folder in ("feedback", "executed"):
         (out / folder).mkdir(parents=True, exist_ok=True)
     before = read_rows(out / "grades.csv")
-    rows, students, graded, ran = before, read_students(out / "students.csv"), [], []
+    rows, graded, ran = before, [], []
     say = log or (lambda line: None)
     with tempfile.TemporaryDirectory() as tmp, ThreadPoolExecutor(jobs) as pool, \
             tqdm(total=len(subs), unit="notebook", disable=not progress, file=sys.stderr) as bar:
@@ -93,8 +98,9 @@ def grade(submissions, bundle, out, assignment=None, timeout=NOTEBOOK_SECONDS,
             own = [Row(sub.student, *score) for score in scores]
             graded += own
             rows = replaced(rows, own, lambda row: row.student)
-            students = replaced(students, [Student(sub.student, sub.file, sub.name,
-                                                   sub.email)], lambda s: s.student)
+            students = replaced(students, [Student(sub.student, sub.file, sub.name, sub.email,
+                                                   "; ".join(sub.flags) or "graded",
+                                                   sub.note)], lambda s: s.student)
             write_grades(out, rows, students)
             _write_student(out, assignment, sub.student, own, results, executed)
             say(f"{sub.student}: {total(own)} points in {seconds:.1f} s")
@@ -102,14 +108,15 @@ def grade(submissions, bundle, out, assignment=None, timeout=NOTEBOOK_SECONDS,
             if executed is not None:  # its code went to a sandbox
                 ran.append(not any(NO_RUN in row.reason for row in own))
     questions = [(test["name"], test["points"]) for test in tests]
-    write_run(out, assignment, questions)
-    write_exports(out, assignment, gradebook(rows, students, listed, questions), questions)
     graded_files = {sub.file for sub in subs}  # an entry skipped before may be graded now
-    write_table(out / "skipped.csv", ("entry", "why"),
-                [entry for entry in replaced(read_skipped(out / "skipped.csv"),
-                                             skipped + unknown, lambda e: e[0])
-                 if entry[0] not in graded_files])
-    for line in [f"skipped {entry}: {why}" for entry, why in skipped + unknown] + \
+    skipped_now = [entry for entry in replaced(read_skipped(out / "skipped.csv"), skipped,
+                                               lambda e: e[0]) if entry[0] not in graded_files]
+    write_table(out / "skipped.csv", ("entry", "why"), skipped_now)
+    write_run(out, assignment, questions, exports)
+    write_exports(out, assignment, gradebook(rows, students, listed, questions), questions,
+                  skipped_now, exports)
+    flags = [f"{sub.file}: {'; '.join(sub.flags)} ({sub.note})" for sub in subs if sub.flags]
+    for line in [f"skipped {entry}: {why}" for entry, why in skipped] + flags + \
             changes(before, graded):
         say(line)
     if len(ran) >= 2 and not any(ran):
@@ -126,18 +133,26 @@ def _check_shard(shard):
 
 
 def _named_assignment(subs, bundle):
-    """The assignment the readable notebooks name in their metadata (None if none does);
-    ValueError if they name several."""
+    """The bundle's assignment most readable notebooks name in their metadata (None if none
+    does); ValueError if two are named equally often."""
+    known = {path.stem for path in Path(bundle).glob("*.json")}
     named = {}
     for sub in subs:
-        if sub.notebook is not None:
-            name = notebook_meta(sub.notebook).get("assignment")
-            if isinstance(name, str):
-                named[name] = named.get(name, 0) + 1
-    if len(named) > 1:
-        raise ValueError(f"the submissions answer several assignments ({named}): grade each "
-                         f"in its own folder, or pass --assignment (bundle {str(bundle)!r})")
-    return next(iter(named), None)
+        if sub.assignment in known:
+            named[sub.assignment] = named.get(sub.assignment, 0) + 1
+    most = sorted(named.items(), key=lambda item: -item[1])
+    if len(most) > 1 and most[0][1] == most[1][1]:
+        raise ValueError(f"the submissions answer several assignments equally often "
+                         f"({dict(most)}): pass --assignment (bundle {str(bundle)!r})")
+    return most[0][0] if most else None
+
+
+def other_assignment(sub, assignment):
+    """``sub``, not to be run (and flagged) if its notebook names another assignment."""
+    if sub.notebook is None or sub.assignment in (None, assignment):
+        return sub
+    why = f"a notebook of assignment {sub.assignment}, not {assignment}: not graded"
+    return flagged(sub, "wrong assignment", why)._replace(notebook=None, error=why)
 
 
 def _timed(sub, tests, limits, packages, unsafe):

@@ -1,0 +1,206 @@
+"""A real class (issue 30): the hand-in system's names decide who is who, a typed e-mail only
+fills gaps and never takes a classmate's grade, rosters and exports as Canvas and Moodle have
+them, one bad file spoils only its own row, and what needs attention is flagged.
+
+The pure parsing is tested without a sandbox; one class folder is graded once (module fixture)
+and re-graded once."""
+import csv
+import json
+
+import pytest
+
+from d2lattn.grading import grade, release
+from d2lattn.grading.batch.gradebook import Exports, read_roster
+from d2lattn.grading.batch.identity import HandIn, hand_in, plain_name
+from d2lattn.grading.batch.submissions import (Submission, find_submissions, name_students,
+                                               student_identity)
+from grading_support import HAS_BWRAP, IN_CI, SAMPLE, code_cell, master
+
+CANVAS_ROSTER = """Student,ID,SIS User ID,SIS Login ID,Section,Chapter 1 (777)
+    Points Possible,,,,,6
+"Lovelace, Ada",1001,S1,ada@uni.edu,A,
+"Turing, Alan",1002,S2,alan@uni.edu,A,
+"Zoe, Zed",1003,S3,zoe@uni.edu,B,
+"Hopper, Grace",1004,S4,grace@uni.edu,B,
+"Babbage, Charles",1005,S5,charles@uni.edu,B,
+"""
+MOODLE_ROSTER = """First name,Last name,ID number,Institution,Department,Email address
+Ada,Lovelace,M1,Uni,CS,ada@uni.edu
+Alan,Turing,M2,Uni,CS,alan@uni.edu
+"""
+CRASH = "# STUDENT\nname = " + "-" * 5000 + "1\nemail = 'x@uni.edu'"
+
+
+def table(path):
+    with open(path, newline="", encoding="utf-8") as file:
+        return list(csv.DictReader(file))
+
+
+def with_student(nb, email="", name="", source=None):
+    """``nb`` with a ``# STUDENT`` cell first (``source``, or one giving ``name`` and ``email``)."""
+    nb = json.loads(json.dumps(nb))
+    nb["cells"].insert(0, code_cell(source or f"# STUDENT\nname = {name!r}\nemail = {email!r}"))
+    return nb
+
+
+def sub(file, email="", folder=False, time=0.0):
+    return Submission(None, file, {"cells": []}, None, "", email, handin=hand_in(file, folder),
+                      time=time)
+
+
+# --- the hand-in system's names --------------------------------------------------------------
+
+def test_canvas_moodle_and_classroom_names_are_read():
+    assert hand_in("lovelaceada_1001_5001_ch1.ipynb") == HandIn(
+        "canvas", "1001", "lovelaceada_1001", (False, 5001), "ch1.ipynb")
+    assert hand_in("lovelaceada_LATE_1001_5002_my_ch1-1.ipynb") == HandIn(
+        "canvas", "1001", "lovelaceada_1001", (True, 5002), "my_ch1-1.ipynb")
+    assert hand_in("Ada  Lovelace_431_assignsubmission_file_ch1.ipynb") == HandIn(
+        "moodle", "ada lovelace", "Ada Lovelace", (), "ch1.ipynb")
+    assert hand_in("Ada Lovelace_431_assignsubmission_file_", folder=True).system == "moodle"
+    assert hand_in("ch1-ada-l", folder=True) == HandIn("classroom", "ch1-ada-l", "ch1-ada-l",
+                                                       (), "ch1-ada-l")
+    assert hand_in("ada.ipynb") == HandIn("file", "ada", "ada", (), "ada.ipynb")
+    assert hand_in("ch1_2_3_x.ipynb").system == "file"  # no Canvas name starts with a digit
+    assert plain_name("Lovelace,  Ada") == plain_name("ADA lovelace") == "ada lovelace"
+
+
+def test_canvas_and_moodle_roster_exports_are_read_as_they_are(tmp_path):
+    (tmp_path / "canvas.csv").write_text(CANVAS_ROSTER)
+    canvas = read_roster(tmp_path / "canvas.csv")
+    assert [(r["student"], r["canvas"], r["login"], r["section"]) for r in canvas][:2] == [
+        ("S1", "1001", "ada@uni.edu", "A"), ("S2", "1002", "alan@uni.edu", "A")]
+    assert len(canvas) == 5  # Points Possible skipped
+    (tmp_path / "moodle.csv").write_text(MOODLE_ROSTER)
+    moodle = read_roster(tmp_path / "moodle.csv")
+    assert [(r["student"], r["name"], r["email"], r["canvas"]) for r in moodle] == [
+        ("M1", "Ada Lovelace", "ada@uni.edu", ""), ("M2", "Alan Turing", "alan@uni.edu", "")]
+
+
+def test_the_hand_in_name_decides_and_a_typed_email_only_fills_gaps(tmp_path):
+    (tmp_path / "canvas.csv").write_text(CANVAS_ROSTER)
+    roster = read_roster(tmp_path / "canvas.csv")
+    named, dropped = name_students([
+        sub("mallory.ipynb", email="zoe@uni.edu"),  # claims Zoe, whose own file is here
+        sub("zoezed_1003_5003_ch1.ipynb", email="zoe@uni.edu"),
+        sub("Submission (8).ipynb", email="ALAN@uni.edu"),  # no name: the e-mail fills in
+        sub("lovelaceada_1001_5001_ch1.ipynb", time=9),
+        sub("lovelaceada_LATE_1001_5002_ch1.ipynb", time=1),  # later, though older on disk
+        sub("stranger_9999_1_ch1.ipynb")], roster)
+    students = {s.file: (s.student, s.flags) for s in named}
+    assert students == {
+        "mallory.ipynb": ("mallory", ("claimed identity",)),
+        "zoezed_1003_5003_ch1.ipynb": ("S3", ()),
+        "Submission (8).ipynb": ("S2", ()),
+        "lovelaceada_LATE_1001_5002_ch1.ipynb": ("S1", ("duplicate",)),
+        "stranger_9999_1_ch1.ipynb": ("stranger_9999", ())}
+    assert dropped == [("lovelaceada_1001_5001_ch1.ipynb", "duplicate: an earlier hand-in of "
+                        "S1, whose lovelaceada_LATE_1001_5002_ch1.ipynb was graded")]
+    # a re-grade: Zoe's grades came from her own file, which mallory's e-mail cannot replace
+    again, _ = name_students([sub("mallory.ipynb", email="zoe@uni.edu")], roster,
+                             {"S3": "zoezed_1003_5003_ch1.ipynb"})
+    assert [(s.student, s.flags) for s in again] == [("mallory", ("claimed identity",))]
+
+
+def test_moodle_names_classroom_folders_and_file_times_without_a_recorded_time(tmp_path):
+    (tmp_path / "moodle.csv").write_text(MOODLE_ROSTER)
+    roster = read_roster(tmp_path / "moodle.csv") + [
+        {"student": "g1", "login": "ada-l"}, {"student": "g2", "login": "l"}]
+    named, dropped = name_students([
+        sub("Alan Turing_12_assignsubmission_file_ch1.ipynb"),
+        sub("ch1-ada-l", folder=True),
+        sub("ada-l.ipynb", time=5), sub("ADA-L.ipynb", time=3)], roster)
+    # the folder ch1-<login> and both files are g1's: the newest file on disk counts
+    assert {s.file: s.student for s in named} == {
+        "Alan Turing_12_assignsubmission_file_ch1.ipynb": "M2", "ada-l.ipynb": "g1"}
+    assert [entry for entry, _ in dropped] == ["ch1-ada-l", "ADA-L.ipynb"]
+
+
+def test_a_student_cell_no_parser_can_read_spoils_nothing(tmp_path):
+    for text in (CRASH, "# STUDENT\nname = " + "not " * 10000 + "1",
+                 "# STUDENT\nname = 'x'\n" + "#" * 20000):
+        assert student_identity(with_student(master(), source=text)) == ("", "")
+    path = tmp_path / "crash.ipynb"
+    path.write_text(json.dumps(with_student(master(), source=CRASH)))
+    (tmp_path / "ok.ipynb").write_text(json.dumps(with_student(master(), "ok@uni.edu")))
+    found, _ = find_submissions(tmp_path)
+    assert [(s.file, s.error, s.email) for s in found] == [
+        ("crash.ipynb", None, ""), ("ok.ipynb", None, "ok@uni.edu")]
+
+
+# --- a class graded end to end -------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def graded(tmp_path_factory):
+    """A Canvas class graded with Canvas's gradebook export as roster, then mallory re-graded:
+    ``(out folder, log of the first run, log of the re-grade, grades.csv before it)``."""
+    if not HAS_BWRAP and not IN_CI:  # in CI a missing bubblewrap fails the tests
+        pytest.skip("grading needs bubblewrap (bwrap)")
+    tmp = tmp_path_factory.mktemp("class")
+    release(SAMPLE, tmp / "release")
+    bundle, blank = tmp / "release" / "autograder", json.loads(
+        (tmp / "release" / "sample.ipynb").read_text())
+    other = json.loads(json.dumps(blank))
+    other["metadata"]["d2lattn"]["assignment"] = "ch9_other"
+    folder = tmp / "class"
+    folder.mkdir()
+    for name, nb in {
+            "lovelaceada_1001_5001_sample.ipynb": blank,  # replaced by her late hand-in
+            "lovelaceada_LATE_1001_5007_sample-1.ipynb": with_student(master(), "ada@uni.edu"),
+            "turingalan_1002_5002_sample.ipynb": with_student(master(), source=CRASH),
+            "zedzoe_1003_5003_sample.ipynb": with_student(master(), "zoe@uni.edu"),
+            "hoppergrace_1004_5004_sample.ipynb": other,
+            "mallory.ipynb": with_student(blank, "zoe@uni.edu")}.items():
+        (folder / name).write_text(json.dumps(nb))
+    (tmp / "roster.csv").write_text(CANVAS_ROSTER)
+    out, first, again = tmp / "grades", [], []
+    grade(folder, bundle, out, timeout=60, roster=tmp / "roster.csv", log=first.append,
+          exports=Exports("Chapter 1 (777)"))
+    before = (out / "grades.csv").read_text()
+    (tmp / "regrade").mkdir()
+    (tmp / "regrade" / "mallory.ipynb").write_text((folder / "mallory.ipynb").read_text())
+    grade(tmp / "regrade", bundle, out, timeout=60, roster=tmp / "roster.csv", log=again.append,
+          exports=Exports("Chapter 1 (777)"))
+    return out, first, again, before
+
+
+def test_canvas_export_carries_the_rosters_ids_for_every_roster_student(graded):
+    out, *_ = graded
+    with open(out / "canvas.csv", newline="") as file:
+        canvas = list(csv.reader(file))
+    assert canvas == [
+        ["Student", "ID", "SIS User ID", "SIS Login ID", "Section", "Chapter 1 (777)"],
+        ["Points Possible", "", "", "", "", "6"],
+        ["Lovelace, Ada", "1001", "S1", "ada@uni.edu", "A", "6"],
+        ["Turing, Alan", "1002", "S2", "alan@uni.edu", "A", "6"],  # the crash cell: graded
+        ["Zoe, Zed", "1003", "S3", "zoe@uni.edu", "B", "6"],  # not mallory's 0
+        ["Hopper, Grace", "1004", "S4", "grace@uni.edu", "B", "0"],
+        ["Babbage, Charles", "1005", "S5", "charles@uni.edu", "B", ""]]  # blank, not 0
+    moodle = table(out / "moodle.csv")
+    assert [r["ID number"] for r in moodle] == ["S1", "S2", "S3", "S4", "S5"]
+
+
+def test_the_gradebook_and_attention_list_flag_what_needs_attention(graded):
+    out, first, *_ = graded
+    status = {r["student"]: r["status"] for r in table(out / "gradebook.csv")}
+    assert status == {"mallory": "claimed identity; not on the roster", "S1": "duplicate",
+                      "S2": "graded", "S3": "graded", "S4": "wrong assignment",
+                      "S5": "no submission"}
+    attention = {(r["entry"], r["status"]) for r in table(out / "attention.csv")}
+    assert attention == {
+        ("mallory.ipynb", "claimed identity; not on the roster"),
+        ("lovelaceada_LATE_1001_5007_sample-1.ipynb", "duplicate"),
+        ("hoppergrace_1004_5004_sample.ipynb", "wrong assignment"), ("", "no submission"),
+        ("lovelaceada_1001_5001_sample.ipynb", "not graded")}
+    rows = {r["student"]: r["reason"] for r in table(out / "grades.csv")}
+    assert rows["S4"] == "a notebook of assignment ch9_other, not sample: not graded"
+    assert any("mallory.ipynb: claimed identity" in line for line in first)
+
+
+def test_a_regrade_of_one_student_keeps_every_other_row_and_no_hijack(graded):
+    out, _, again, before = graded
+    kept = [line for line in before.splitlines() if not line.startswith("mallory,")]
+    assert [line for line in (out / "grades.csv").read_text().splitlines()
+            if not line.startswith("mallory,")] == kept
+    assert again[-1] == "1 unchanged, 4 kept from earlier runs", again  # mallory: 0 -> 0
+    assert any("mallory.ipynb: claimed identity" in line for line in again)
