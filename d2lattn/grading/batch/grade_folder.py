@@ -57,7 +57,8 @@ def grade(submissions, bundle, out, assignment=None, timeout=NOTEBOOK_SECONDS,
     ``feedback/<student>.md``, ``executed/<student>.ipynb``, ``gradebook.csv``,
     ``attention.csv``, ``canvas.csv`` and ``moodle.csv`` (written as ``exports``, a
     :class:`d2lattn.grading.batch.gradebook.Exports`), ``skipped.csv``; the rows of students
-    graded before and not now are kept, and every file is rewritten whole after each submission. ``roster``: a CSV of the
+    graded before and not now are kept, and every file is rewritten whole after each
+    submission. ``roster``: a CSV of the
     class (see :func:`d2lattn.grading.batch.gradebook.read_roster`). ``shard=(i, n)``: grade only
     the i-th of n shares of the class (see ``merge``). ``log`` is called with one line per
     submission as it finishes and with a summary of what changed; ``jobs`` submissions run

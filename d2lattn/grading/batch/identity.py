@@ -8,7 +8,8 @@ HandIn = namedtuple("HandIn", "system key name order original")
 HandIn.__doc__ = """A submission's identity from its file or folder name: ``system`` (canvas,
 moodle, classroom or file), ``key`` (what the roster is matched by: Canvas's user id, Moodle's
 full name, the folder's or file's name, without ``.ipynb``), ``name`` (the student id
-without a roster), ``order`` (the hand-in time where the name records it: a later one sorts higher) and ``original`` (the
+without a roster), ``order`` (the hand-in time where the name records it: a later one
+sorts higher) and ``original`` (the
 file name the student uploaded)."""
 
 # lastfirst[_LATE]_<user id>_<submission id>_<the uploaded file's name>
