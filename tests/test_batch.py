@@ -629,10 +629,12 @@ def test_command_line_grades_and_unsafe_mode_gives_the_same_verdict(tmp_path, ca
     assert out.endswith("broken: new, 0 of 6\nmaster: new, 6 of 6\n"
                         "0 unchanged, 0 kept from earlier runs\n"
                         f"wrote 6 rows to {tmp_path / 'grades'}/grades.csv\n")
-    main(["grade", str(folder), "--bundle", str(bundle), "--out", str(tmp_path / "unsafe"),
+    main(["grade", str(folder), "--bundle", str(bundle), "--out", f"{tmp_path / 'unsafe'}/",
           "--timeout", "20", "--unsafe"])
     captured = capsys.readouterr()
     assert "master: 6 of 6 points" in captured.out and "WITHOUT a sandbox" in captured.err
+    assert f"rows to {tmp_path / 'unsafe'}/grades.csv" in captured.out  # not 'unsafe//grades'
+
 
 
 def test_the_reason_and_the_feedback_count_and_name_cases_alike(batch):

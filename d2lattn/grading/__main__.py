@@ -3,6 +3,7 @@
 ``python -m d2lattn.grading merge OUT SHARD_OUT...``."""
 import argparse
 import sys
+from pathlib import Path
 
 from .batch.grade_folder import grade
 from .batch.gradebook import Exports, merge, read_roster
@@ -117,12 +118,13 @@ def _run(args):
                      max_bytes=args.max_bytes, jobs=args.jobs, roster=args.roster,
                      shard=args.shard, max_code=args.max_code, progress=True,
                      exports=_exports(args))
-        print(f"wrote {len(rows)} rows to {args.out}/grades.csv")
+        print(f"wrote {len(rows)} rows to {Path(args.out) / 'grades.csv'}")
     else:
         roster = read_roster(args.roster) if args.roster else []
         given = args.canvas_assignment is not None or args.missing_as_zero
         rows = merge(args.out, args.shards, roster, _exports(args) if given else None)
-        print(f"merged {len(args.shards)} shards: {len(rows)} rows in {args.out}/grades.csv")
+        print(f"merged {len(args.shards)} shards: {len(rows)} rows in "
+              f"{Path(args.out) / 'grades.csv'}")
 
 
 if __name__ == "__main__":
