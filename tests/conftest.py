@@ -56,7 +56,8 @@ def book_build(tmp_path_factory):
 # build), and the tests that run sandboxes (some count the machine's sandbox processes).
 TOGETHER = {"test_book.py": "the book's build", "test_browser.py": "the book's build",
             "test_pdf.py": "the book's build", "test_exercises.py": "sandboxes",
-            "test_gradebook.py": "sandboxes", "test_grading.py": "sandboxes",
+            "test_gradebook.py": "sandboxes", "test_batch.py": "sandboxes",
+            "test_release.py": "sandboxes", "test_identity.py": "sandboxes",
             "test_sandbox.py": "sandboxes"}
 
 
