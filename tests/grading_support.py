@@ -72,18 +72,19 @@ def call_case(number, *calls):
             "steps": [{"call": call, "inputs": None, "want": True} for call in calls]}
 
 
-def processes_gone(token, seconds=10):
-    """True once no process's command line holds ``token``: a killed sandbox's processes are
-    ended by the kernel, a moment after its first process."""
+def processes_gone(token, seconds=10, part="cmdline"):
+    """True once no process's command line (or ``part``, e.g. "comm": its name) holds
+    ``token``: a killed sandbox's processes are ended by the kernel, a moment after its
+    first process."""
     deadline = time.monotonic() + seconds
-    while processes_with(token) and time.monotonic() < deadline:
+    while processes_with(token, part) and time.monotonic() < deadline:
         time.sleep(0.1)
-    return processes_with(token) == []
+    return processes_with(token, part) == []
 
 
-def processes_with(token):
+def processes_with(token, part="cmdline"):
     found = []
-    for path in Path("/proc").glob("[0-9]*/cmdline"):
+    for path in Path("/proc").glob(f"[0-9]*/{part}"):
         try:
             if token.encode() in path.read_bytes():
                 found.append(path.parent.name)

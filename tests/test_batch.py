@@ -409,10 +409,8 @@ EXPECTED = {
     "zz_after": ZERO,
     "raises": dict(FULL, q2_nw=(0, r"^0 of 4 cases passed")),
     "dies": DIED, "channel_flood": {q: (0, "the sandbox ended") for q in QUESTIONS},
-    "killer": {q: (0, "the sandbox ended") for q in QUESTIONS},  # it killed its own runner
-    "stopper": {q: (0, r"the sandbox was stopped at its time limit while its cells ran|"
-                       r"the notebook's time limit of 15 s was used up before these questions")
-                for q in QUESTIONS},  # it stopped its first group's sandbox, which took it all
+    # neither can kill or stop its runner, PID 1 of its namespace: their answers are graded
+    "killer": FULL, "stopper": FULL,
     "loops": {"q1_softmax": (2, rf"^4 of 4 cases passed; time limit of {TIMEOUT} s reached in "
                                 r"code cell 3; later cells did not run$"),
               # one budget per notebook: the loop used it up in q1's group

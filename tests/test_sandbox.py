@@ -17,7 +17,7 @@ import pytest
 from d2lattn.grading import grade, limits, release
 from d2lattn.grading.forbid import shadow
 from d2lattn.grading.master import cases
-from d2lattn.grading.sandbox import bwrap as sandbox
+from d2lattn.grading.sandbox import channel as sandbox
 from d2lattn.grading.__main__ import main
 from d2lattn.grading.sandbox.session import NO_RUN, run_submission
 from d2lattn.grading.master.values import one_line
@@ -590,12 +590,65 @@ def test_a_group_leaves_nothing_to_the_next_and_processes_are_capped(tmp_path):
     (seen, alive, forked, counters), = [[part["v"] for part in value["v"]]
                                         for value in first.results[0]["values"]]
     assert "stash" not in str(seen) and first.results[0]["values"] == second.results[1]["values"]
-    assert alive == 2 and 0 < forked < limits.RLIMITS["RLIMIT_NPROC"]  # PID 1, the runner
-    assert counters[0]["v"] > 2  # the control: a fork got a pid, and the same in the next group
-    assert processes_gone(runner.__doc__.splitlines()[0])  # every runner has ended
+    assert alive == 1 and 0 < forked < limits.RLIMITS["RLIMIT_NPROC"]  # the runner: PID 1
+    assert counters[0]["v"] > 1  # the control: a fork got a pid, and the same in the next group
+    assert processes_gone("d2lattn-runner", part="comm")  # every runner has ended
+    assert processes_gone("d2lattn-keeper", part="comm")
+
+
+CONFINED = '''import os, sys
+status = dict(line.split(":\\t", 1) for line in open("/proc/self/status").read().splitlines())
+writable = []
+for folder in ["/", "/dev", "/etc", "/usr", "/proc", sys.prefix, os.path.dirname(os.__file__),
+               *sys.path, *[root for root, _, _ in os.walk("/tmp")]]:
+    try:
+        with open(os.path.join(folder, "d2lattn-stash"), "w"):
+            writable.append(folder)
+    except OSError:
+        pass
+result = {"caps": [status[name].strip() for name in ("CapEff", "CapPrm", "CapInh", "CapAmb")],
+          "no_new_privs": status["NoNewPrivs"].strip(), "seccomp": status["Seccomp"].strip(),
+          "processes": sorted(p for p in os.listdir("/proc") if p.isdigit()),
+          "terminals": sorted(os.listdir("/dev/pts")), "writable": sorted(set(writable))}'''
+
+
+def test_a_runner_holds_no_capability_and_writes_only_its_own_folders(tmp_path):
+    """The prepared process keeps the capabilities to make each runner's namespaces (and, as
+    root, its user): the runner holds none when submission code runs, cannot gain any, runs
+    under the seccomp filter, sees its own processes and terminals only, and can write
+    nowhere but its own /tmp (where the Python folders of a clone under /tmp stay read-only)."""
+    (result,), _, notes = run(CONFINED, tmp_path)[0]
+    assert notes == [], notes
+    assert result["caps"] == ["0000000000000000"] * 4
+    assert (result["no_new_privs"], result["seccomp"]) == ("1", "2")
+    assert result["processes"] == ["1"] and result["terminals"] == ["ptmx"]
+    writable = [f for f in result["writable"] if f != "" and f != "/tmp/work"]
+    assert writable and all(f == "/tmp" or f.startswith(("/tmp/home", "/tmp/pkg"))
+                            for f in writable), result["writable"]
+    python_folders = [f for f in sys.path if f.startswith("/tmp/") and os.path.isdir(f)]
+    assert not set(python_folders) & set(result["writable"])
+
+
+SIGNALLER = '''import os, signal
+for target, number in ((0, signal.SIGSTOP), (0, signal.SIGKILL), (-1, signal.SIGKILL),
+                       (1, signal.SIGKILL), (os.getpid(), signal.SIGSTOP)):
+    try:
+        os.kill(target, number)
+    except OSError:
+        pass
+result = 6 * 7'''
+
+
+def test_signals_reach_no_other_group_and_not_the_prepared_process(tmp_path):
+    """A group stops and kills its process group, every process it may signal, PID 1 and
+    itself: its runner (PID 1 of its namespace, in a session of its own) goes on, the next
+    group runs, and so does the next submission, from the same prepared process."""
+    assert run(SIGNALLER, tmp_path / "first", groups=2) == [([42], None, [])] * 2
+    assert run("result = 6 * 7", tmp_path / "next") == [([42], None, [])]
 
 
 FORGER = '''import json, os, threading, time
+import d2lattn
 FORGED = [{"cells_done": None}, {"phase_done": True}, {"group_done": True}] + [
     {"case": number, "values": [{"t": "num", "v": 42}], "wants": [], "raised": None, "at": None}
     for number in (0, 1)] * 20
@@ -611,7 +664,12 @@ def forge():  # records for every case and every stage, from this group into the
         time.sleep(0.01)
 
 
-threading.Thread(target=forge, daemon=True).start()'''
+try:  # only the first group forges: the second forbids masked_softmax
+    d2lattn.masked_softmax(None, None)
+except PermissionError:
+    pass
+except Exception:
+    threading.Thread(target=forge, daemon=True).start()'''
 
 
 def test_records_forged_by_a_group_never_reach_the_grader(tmp_path):

@@ -9,7 +9,7 @@ from .batch.grade_folder import grade
 from .batch.gradebook import Exports, merge, read_roster
 from .limits import CASE_SECONDS, MAX_BYTES, MAX_CODE, MAX_OUTPUT, NOTEBOOK_SECONDS
 from .releasing import release
-from .sandbox.bwrap import SandboxError
+from .sandbox.channel import SandboxError
 
 UNSAFE = ("run the notebooks WITHOUT a sandbox (where bubblewrap is missing): a submission can "
           "then read the bundle and change the grades; only for notebooks you trust")

@@ -25,7 +25,7 @@ from ..forbid.shadow import Shadows
 from ..limits import CASE_SECONDS, MAX_BYTES, MAX_CODE, MAX_OUTPUT, NOTEBOOK_SECONDS
 from ..master.cases import call_request, in_case, is_format, judge, numbered, parse_case
 from ..master.notebook import runnable_cells
-from ..sandbox.bwrap import SandboxError, check_sandbox
+from ..sandbox.channel import SandboxError, check_sandbox
 from ..sandbox.session import NO_RUN, run_submission
 from .feedback import feedback, total
 from .gradebook import (Exports, Row, Student, changes, gradebook, read_roster, read_rows,

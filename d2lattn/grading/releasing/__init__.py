@@ -8,7 +8,7 @@ import json
 from pathlib import Path
 
 from ..master.notebook import read_notebook
-from ..sandbox.bwrap import check_sandbox
+from ..sandbox.channel import check_sandbox
 from .split import named_masters, private_cases, split_master
 from .verify import expected_values, self_check
 

@@ -1,99 +1,52 @@
-"""Run a notebook's code in a sandbox and collect the values its test examples return.
+"""The sandbox: bubblewrap (``bwrap``) around a prepared process (:mod:`zygote`) that forks one
+runner per group of questions, and the grader's handles on them.
 
-The sandbox is bubblewrap (``bwrap``): new PID, network, IPC, UTS and cgroup namespaces, killed
-with the grader (``--die-with-parent``) and, with its PID 1, every process it started. As an
-ordinary user it also gets a user namespace, in which the kernel counts its processes. As root,
-whose processes the kernel never counts, the runner instead becomes a user of its own before
-any submission code runs: a random uid of a range no account uses (:data:`limits.UIDS`), one per
-sandbox, so no two sandboxes share a process count or a per-user kernel object. A seccomp
-filter (:mod:`d2lattn.grading.sandbox.syscalls`) denies keyrings, System V and POSIX IPC, new
+The prepared process runs in new PID, network, IPC, UTS and cgroup namespaces, killed with
+the grader (``--die-with-parent``). As an ordinary user it also gets a user namespace, in
+which the kernel counts its processes; as root, whose processes the kernel never counts,
+each runner instead becomes a user of its own before any submission code runs: a random
+uid of a range no account uses (:data:`limits.UIDS`), one per group. The prepared process
+keeps only the capabilities it needs to give each runner its own namespaces and folders
+(and, as root, its user); each runner drops them all and loads a seccomp filter
+(:mod:`d2lattn.grading.sandbox.syscalls`) that denies keyrings, System V and POSIX IPC, new
 sessions and namespaces, mounts, tracing and the kernel's other interfaces (``/proc/keys``
 and ``/proc/key-users`` are masked), so nothing is shared through the kernel with the grader,
-another sandbox or another group: each group of questions gets a sandbox of its own.
+another sandbox or another group.
 
-It sees the Python installation and its packages read-only (an installed d2lattn hidden;
-installations under ``/tmp`` or reached through a symbolic link included), a private
-``/tmp`` (also its home) and ``/dev/shm``, both of limited size, and nothing else: no
-submission file, no bundle, no master, no network. Each group of questions gets its copy of
-``d2lattn`` as data (:mod:`d2lattn.grading.forbid.shadow`), written by the runner into its
-/tmp. Resource limits (memory, file size, processes, CPU time) are set by the runner before
-any submission code runs; the grader
-enforces the wall-clock limits.
+Everything bubblewrap mounts is read-only: the Python installation and its packages (an
+installed d2lattn hidden; installations under ``/tmp`` or reached through a symbolic link
+included) and the system's folders. Each runner gets a private ``/proc``, ``/tmp`` (also
+its home) and ``/dev/shm``, both of limited size, and nothing else: no submission file, no
+bundle, no master, no network. Each group of questions gets its copy of ``d2lattn`` as data
+(:mod:`d2lattn.grading.forbid.shadow`), written by the runner into its /tmp. Resource limits
+(memory, file size, processes, CPU time) are set by the runner before any submission code
+runs; the grader enforces the wall-clock limits.
 
-Where bubblewrap is missing or cannot start the runner, :func:`check_sandbox` refuses with
-bwrap's own message, unless the caller passes ``unsafe=True``: then the runner is a plain
-child process (same protocol, same verdict in the grader, but the submission can read and
-change anything the grader's user can).
+Where bubblewrap is missing or cannot start the prepared process, :func:`check_sandbox`
+refuses with bwrap's own message, unless the caller passes ``unsafe=True``: then each runner
+is a plain child process (same protocol, same verdict in the grader, but the submission can
+read and change anything the grader's user can).
 """
 import functools
 import json
 import os
-import queue
-import secrets
 import shutil
+import socket
 import subprocess
 import sys
 import tempfile
 import threading
-import time
 from pathlib import Path
 
 from .. import limits
 from ..limits import PACKAGE
-from . import runner, syscalls
+from . import runner, syscalls, zygote
 
 RUNNER = Path(runner.__file__).read_text(encoding="utf-8")
+ZYGOTE = Path(zygote.__file__).read_text(encoding="utf-8")
+COMPAT = (PACKAGE / "_compat.py").read_text(encoding="utf-8")
 ETC = ["ld.so.cache", "ld.so.conf", "ld.so.conf.d", "alternatives", "localtime", "passwd",
        "group", "nsswitch.conf", "hosts"]
-_checked = False  # the runner started once in this process (see check_sandbox)
-
-
-class SandboxError(RuntimeError):
-    """Grading cannot isolate submissions here; the message says why and what to do."""
-
-
-def check_sandbox(unsafe=False):
-    """Raise SandboxError unless the real runner starts in a sandbox and runs a cell (or
-    ``unsafe`` is True); the error carries bubblewrap's or Python's own message."""
-    global _checked
-    if unsafe:
-        print("WARNING: grading WITHOUT a sandbox (--unsafe): each submission runs as you, can "
-              "read the bundle and the other submissions and can change the grades",
-              file=sys.stderr)
-        return
-    if shutil.which("bwrap") is None:
-        raise SandboxError(
-            "bubblewrap (bwrap) is not installed, and grading never runs a submission outside "
-            "a sandbox: install it (Debian/Ubuntu: apt-get install bubblewrap) or, only for "
-            "submissions you trust, pass --unsafe (see exercises/README.md)")
-    if not _checked:
-        try:
-            said = _start_once()
-        except (ImportError, OSError) as err:  # pyseccomp or libseccomp.so.2 missing
-            raise SandboxError(f"the grader's seccomp filter cannot be made ({err}): install "
-                               "pyseccomp (pip install 'd2lattn[grader]') and libseccomp2") \
-                from None
-        if said is not None:
-            raise SandboxError(f"the grader's sandbox cannot run here: {said or 'no message'} "
-                               "(see exercises/README.md, How grading is isolated)")
-        _checked = True
-
-
-def _start_once():
-    """Start the runner in a sandbox and run one cell; None if it worked, else what the
-    sandbox wrote on its standard error."""
-    run = Run(False, max_bytes=1 << 20)
-    try:
-        run.listen([("cells_done",)])
-        ok = run.send(run.start(limits.RLIMITS, None, {})) and run.send(
-            {"cells": [[1, "1"]], "timeout": 60, "max_output": 100})
-        if ok and run.collect(lambda record: False, "cells_done", 90)[1] == "done":
-            return None
-    finally:
-        run.close()
-    return run.errors()
-
-
 def _python_paths():
     """The folders of the Python installation and its packages as this process names them
     (normalised, links kept): the prefixes and the ``site-packages`` folders of ``sys.path``,
@@ -130,24 +83,34 @@ def _python():
 
 
 def _isolation():
-    """bwrap's namespace and capability options. As an ordinary user: every namespace, no
-    capability, and the kernel counts the sandbox's processes in its user namespace. As root,
-    whose processes the kernel never counts: no user namespace, and only the capabilities the
-    runner needs to become its own user (:data:`limits.UIDS`) before any submission code runs."""
+    """bwrap's namespace and capability options. As an ordinary user: every namespace, and
+    in its user namespace the capability to make each runner's namespaces and mounts. As
+    root, whose processes the kernel never counts: no user namespace, and the capabilities to
+    make them, to become each runner's own user (:data:`limits.UIDS`) and to kill it. Each runner drops
+    them all before any submission code runs (:func:`zygote.confine`)."""
     if os.geteuid() != 0:
-        return ["--unshare-all", "--cap-drop", "ALL"]
+        return ["--unshare-all", "--cap-drop", "ALL", "--cap-add", "CAP_SYS_ADMIN"]
     return ["--unshare-ipc", "--unshare-pid", "--unshare-net", "--unshare-uts",
             "--unshare-cgroup-try", "--cap-drop", "ALL", "--cap-add", "CAP_SETUID",
-            "--cap-add", "CAP_SETGID"]
+            "--cap-add", "CAP_SETGID", "--cap-add", "CAP_SYS_ADMIN", "--cap-add", "CAP_KILL"]
 
 
-def _bwrap_args(seccomp_fd):
-    """bwrap's arguments up to the command: the namespaces, the filter read from
-    ``seccomp_fd``, the system's folders, private /tmp and /dev/shm, the Python folders."""
+def runs_as_root(unsafe):
+    """Whether each runner becomes a user of its own (a sandbox started by root)."""
+    return not unsafe and os.geteuid() == 0
+
+
+def nice():
+    """The grader's nice value: every sandbox runs at it."""
+    return os.getpriority(os.PRIO_PROCESS, 0)
+
+
+def _bwrap_args():
+    """bwrap's arguments up to the command: the namespaces, the system's folders, the
+    prepared process's /tmp and /dev/shm, the Python folders, all else read-only."""
     args = ["bwrap"] + _isolation() + [
-        "--die-with-parent", "--new-session", "--seccomp", str(seccomp_fd),
-        "--ro-bind", "/usr", "/usr", "--proc", "/proc", "--ro-bind", "/dev/null", "/proc/keys",
-        "--ro-bind", "/dev/null", "/proc/key-users",
+        "--die-with-parent", "--new-session",
+        "--ro-bind", "/usr", "/usr", "--proc", "/proc",  # each runner masks its own keys
         "--dev", "/dev", "--perms", "1777", "--size", str(limits.SHM_SIZE), "--tmpfs", "/dev/shm",
         "--perms", "1777", "--size", str(limits.TMP_SIZE), "--tmpfs", "/tmp",
         "--perms", "0777", "--dir", "/tmp/home", "--perms", "0777", "--dir", "/tmp/work",
@@ -160,15 +123,19 @@ def _bwrap_args(seccomp_fd):
             args += ["--ro-bind", str(path), str(path)]
     for name in ETC:
         args += ["--ro-bind-try", f"/etc/{name}", f"/etc/{name}"]
-    binds = [path for path in _binds() if not _inside(path, ["/usr"])]
+    binds = _outside_usr(_binds())
     for path in binds:  # after the private /tmp, so that an installation in /tmp is there
         args += _new_parents(path, binds) + ["--ro-bind", path, path]
     for link, target in _links(binds):
         args += _new_parents(link, binds) + ["--symlink", target, link]
     package = str(PACKAGE)
-    if _inside(package, binds + ["/usr"]):
-        args += ["--tmpfs", package]  # an installed d2lattn: hidden, its copy comes as data
-    return args
+    if _inside(package, binds + ["/usr"]):  # an installed d2lattn: hidden, its copy comes as data
+        args += ["--tmpfs", package, "--remount-ro", package]
+    return args + ["--remount-ro", "/", "--remount-ro", "/dev"]
+
+
+def _outside_usr(paths):
+    return [path for path in paths if not _inside(path, ["/usr"])]
 
 
 def _new_parents(path, binds):
@@ -180,183 +147,185 @@ def _new_parents(path, binds):
             for option in ("--perms", "0755", "--dir", parent)]
 
 
-def _command(unsafe, seccomp_fd):
-    """``(argv, env, scratch)`` of the runner, sandboxed unless ``unsafe``; scratch is its
-    private folder (d2lattn goes to scratch/pkg, home and work beside it)."""
-    scratch = tempfile.mkdtemp(prefix="d2lattn-unsafe-") if unsafe else "/tmp"
-    env = {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": f"{scratch}/home",
-           "USER": "student", "LOGNAME": "student",
-           "LANG": "C.UTF-8", "PYTHONPATH": f"{scratch}/pkg", "PYTHONDONTWRITEBYTECODE": "1",
-           "PYTHONNOUSERSITE": "1", "PYTHONHASHSEED": "0", "MPLBACKEND": "Agg",
-           "IPYTHONDIR": f"{scratch}/home/.ipython", "MPLCONFIGDIR": f"{scratch}/home/.mpl",
-           "OMP_NUM_THREADS": "1", "MXNET_ENGINE_TYPE": "NaiveEngine"}
-    python = [_python(), "-X", "utf8", "-c", RUNNER]
-    if unsafe:
+def _environment(scratch):
+    """The environment of every runner, whose private folder is ``scratch`` (d2lattn goes
+    to scratch/pkg, home and work beside it)."""
+    return {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": f"{scratch}/home",
+            "USER": "student", "LOGNAME": "student",
+            "LANG": "C.UTF-8", "PYTHONPATH": f"{scratch}/pkg", "PYTHONDONTWRITEBYTECODE": "1",
+            "PYTHONNOUSERSITE": "1", "PYTHONHASHSEED": "0", "MPLBACKEND": "Agg",
+            "IPYTHONDIR": f"{scratch}/home/.ipython", "MPLCONFIGDIR": f"{scratch}/home/.mpl",
+            "OMP_NUM_THREADS": "1", "MXNET_ENGINE_TYPE": "NaiveEngine"}
+
+
+class Unsandboxed:
+    """With ``--unsafe``: a runner as a plain child process, in a folder of its own."""
+
+    def __init__(self):
+        self.scratch = tempfile.mkdtemp(prefix="d2lattn-unsafe-")
         for folder in ("home", "work"):
-            os.makedirs(f"{scratch}/{folder}")
-        return python, env, scratch
-    args = _bwrap_args(seccomp_fd)
-    for key, value in env.items():
-        args += ["--setenv", key, value]
-    return args + ["--"] + python, None, scratch
-
-
-class Run:
-    """One submission's sandbox: the runner, the messages to it, the records from it.
-
-    Of what the runner writes, only the records of the group listened to (:meth:`listen`)
-    are kept: one per expected key (a cell, a case, a marker), within a budget of
-    :data:`limits.MAX_OBJECTS` decoded JSON objects (``over_budget`` says it was reached). Anything
-    else is dropped as it is read, so nothing a submission writes can grow the grader.
-    """
-
-    def __init__(self, unsafe, max_bytes):
-        self.unsafe, self.errors_file = unsafe, tempfile.TemporaryFile()
-        self.uid = None if unsafe or os.geteuid() != 0 else secrets.choice(limits.UIDS)
-        fd = None if unsafe else _filter_fd()
-        try:
-            argv, env, self.scratch = _command(unsafe, fd)
-            self.process = subprocess.Popen(
-                argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.errors_file,
-                env=env, cwd=f"{self.scratch}/work" if unsafe else None,
-                start_new_session=True, pass_fds=() if fd is None else (fd,))
-        finally:
-            if fd is not None:
-                os.close(fd)
-        self.records, self.room, self.ended = queue.Queue(), max_bytes, False
-        self.lock, self.keys, self.taken = threading.Lock(), set(), set()
-        self.budget = self.objects = limits.MAX_OBJECTS
-        self.over_budget = False
-        threading.Thread(target=self._read, daemon=True).start()
-
-    def start(self, limits, compat, package):
-        """The runner's first message: its limits, the user it becomes (as root), the
-        grader's nice value (the whole sandbox runs at it), the group's d2lattn."""
-        return {"limits": limits, "compat": compat, "scratch": self.scratch, "uid": self.uid,
-                "nice": os.getpriority(os.PRIO_PROCESS, 0), "package": package}
-
-    def listen(self, keys):
-        """From now on keep only records with a key of ``keys``, one each: ``("cell", n)``,
-        ``("case", id)``, ``("phase_done", i)`` or ``("cells_done",)``."""
-        with self.lock:
-            self.keys, self.taken = set(keys), set()
-
-    def _read(self):
-        try:
-            while self.room > 0:
-                line = self.process.stdout.readline(limits.MAX_LINE)
-                if not line:
-                    break
-                self.room -= len(line)
-                record = self._kept(line)
-                if record is not None:
-                    self.records.put(record)
-        except (OSError, ValueError):
-            pass
-        self.records.put(None)  # the end: the runner stopped, or its output went over the cap
-
-    def _kept(self, line):
-        """The record of ``line`` if it is one to keep, else None."""
-        if self.over_budget and len(line) > 200:
-            return None  # only short markers still pass
-        try:
-            record = json.loads(line)
-        except (ValueError, RecursionError):
-            return None  # bytes the submission wrote itself: never a result
-        key = _key(record)
-        with self.lock:
-            if key is None or key not in self.keys or key in self.taken:
-                return None
-            size = _size(record)
-            if size > self.objects:
-                self.over_budget = True
-                if len(key) > 1 and key[0] != "phase_done":
-                    return None
-            self.objects -= min(size, self.objects)
-            self.taken.add(key)
-        return record
-
-    def send(self, message):
-        """Send one message; False if the runner no longer listens."""
-        try:
-            self.process.stdin.write((json.dumps(message) + "\n").encode())
-            self.process.stdin.flush()
-            return True
-        except (OSError, ValueError):
-            return False
-
-    def collect(self, accept, done, seconds):
-        """Of the records kept (see :meth:`listen`), those ``accept`` takes, until one has
-        the key ``done``, the runner ends or ``seconds`` pass. Returns ``(records, how,
-        value)``: how is "done" (value: that record's ``done`` entry), "ended" or "timeout"
-        (value None)."""
-        deadline, taken = time.monotonic() + seconds, []
-        while not self.ended:
-            try:
-                record = self.records.get(timeout=max(0.0, deadline - time.monotonic()))
-            except queue.Empty:
-                return taken, "timeout", None
-            if record is None:
-                self.ended = True
-            elif done in record:
-                return taken, "done", record[done]
-            elif accept(record):
-                taken.append(record)
-        return taken, "ended", None
+            os.makedirs(f"{self.scratch}/{folder}")
+        self.errors_file = tempfile.TemporaryFile()
+        self.child = subprocess.Popen(
+            [_python(), "-X", "utf8", "-c", RUNNER], stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE, stderr=self.errors_file, env=_environment(self.scratch),
+            cwd=f"{self.scratch}/work", start_new_session=True)
+        self.stdin, self.stdout = self.child.stdin, self.child.stdout
 
     def errors(self):
-        """What the sandbox wrote on its standard error before any submission code ran
-        (bubblewrap's and Python's messages), at most 2000 characters."""
-        self.errors_file.seek(0)
-        return self.errors_file.read(2000).decode("utf-8", "replace").strip()
+        return _head(self.errors_file)
 
-    def close(self):
-        """Kill the runner (and with it the sandbox and every process in it)."""
+    def kill(self):
         try:
-            os.killpg(self.process.pid, 9)
+            os.killpg(self.child.pid, 9)
         except OSError:
             pass
-        self.process.wait()
-        for stream in (self.process.stdin, self.process.stdout):
+        self.child.wait()
+
+    def close(self):
+        _close(self.stdin, self.stdout)
+        shutil.rmtree(self.scratch, ignore_errors=True)
+
+
+class Sandboxed:
+    """A runner forked by the prepared process: its input, output, error output (a file)
+    and the lifeline the grader lets go of to kill it."""
+    scratch = "/tmp"
+
+    def __init__(self, prepared):
+        self.prepared, self.errors_file = prepared, tempfile.TemporaryFile()
+        theirs_in, stdin = os.pipe()
+        stdout, theirs_out = os.pipe()
+        theirs_life, self.lifeline = os.pipe()
+        try:
+            prepared.send_fds([theirs_in, theirs_out, self.errors_file.fileno(), theirs_life])
+        finally:
+            for fd in (theirs_in, theirs_out, theirs_life):
+                os.close(fd)  # the runner's ends: if the request failed, these end it at once
+        self.stdin, self.stdout = os.fdopen(stdin, "wb"), os.fdopen(stdout, "rb")
+
+    def errors(self):
+        """The runner's error output, or else the prepared process's (bwrap's own)."""
+        return _head(self.errors_file) or self.prepared.errors()
+
+    def kill(self):
+        if self.lifeline is not None:
+            os.close(self.lifeline)  # its keeper kills it, and every process of its namespace
+            self.lifeline = None
+
+    def close(self):
+        _close(self.stdin, self.stdout)
+
+
+class Prepared:
+    """The prepared process of one configuration (:mod:`zygote`): its bubblewrap and the
+    socket to it."""
+
+    def __init__(self, key, argv, config):
+        self.key, self.lock, self.errors_file = key, threading.Lock(), tempfile.TemporaryFile()
+        self.socket, theirs = socket.socketpair()
+        started = threading.Event()
+        threading.Thread(target=self._keep, args=(argv, theirs, started), daemon=True).start()
+        started.wait()
+        theirs.close()
+        self.ready = self.process is not None and self._configure(config)
+
+    def _keep(self, argv, theirs, started):
+        """Start bubblewrap and wait for it: bwrap dies with the thread that started it
+        (``--die-with-parent``), so that thread must live as long as it."""
+        try:
+            self.process = subprocess.Popen(argv, stdin=theirs, stdout=subprocess.DEVNULL,
+                                            stderr=self.errors_file, start_new_session=True)
+        except OSError as err:
+            self.process = None
+            self.errors_file.write(f"bwrap: {err}".encode())
+        finally:
+            started.set()
+        if self.process is not None:
+            self.process.wait()
+
+    def _configure(self, config):
+        """Send the configuration; True once the prepared process says it is ready."""
+        try:
+            self.socket.sendall((json.dumps(config) + "\n").encode())
+            self.socket.settimeout(limits.STARTUP_SECONDS)
+            answer = b""
+            while not answer.endswith(b"\n"):
+                byte = self.socket.recv(1)
+                if not byte:
+                    return False
+                answer += byte
+            self.socket.settimeout(None)
+            return answer == b"ready\n"
+        except OSError:
+            return False
+
+    def alive(self):
+        return self.ready and self.process.poll() is None
+
+    def send_fds(self, fds):
+        """Ask for a runner on ``fds``; nothing happens if the prepared process has ended."""
+        with self.lock:
             try:
-                stream.close()
+                socket.send_fds(self.socket, [b"g"], fds)
             except OSError:
                 pass
-        if self.unsafe:
-            shutil.rmtree(self.scratch, ignore_errors=True)
+
+    def fork(self):
+        return Sandboxed(self)
+
+    def errors(self):
+        return _head(self.errors_file)
+
+    def close(self):
+        self.socket.close()  # the prepared process ends when the socket does
+        if self.process is not None:
+            try:
+                self.process.wait(timeout=limits.STARTUP_SECONDS)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.process.pid, 9)
 
 
-def _key(record):
-    """A record's key: ``("cell", n)``, ``("case", id)``, ``("phase_done", i)`` or
-    ``("cells_done",)``; None for anything else."""
-    if not isinstance(record, dict):
-        return None
-    for name in ("cell", "case", "phase_done"):
-        if type(record.get(name)) is int:
-            return name, record[name]
-    return ("cells_done",) if "cells_done" in record and "case" not in record else None
+_prepared, _lock = None, threading.Lock()
 
 
-def _size(value):
-    """The number of JSON objects in ``value`` (each key, number, string, list, dict)."""
-    count, stack = 0, [value]
-    while stack:
-        item = stack.pop()
-        count += 1
-        if isinstance(item, dict):
-            count += len(item)
-            stack.extend(item.values())
-        elif isinstance(item, list):
-            stack.extend(item)
-    return count
+def prepared():
+    """The prepared process for this grader's configuration (its Python, its nice value),
+    started on first use and again whenever it ended or the configuration changed."""
+    global _prepared
+    binds = _outside_usr(_binds())
+    under_tmp = [path for path in binds if _inside(path, ["/tmp"])]
+    config = {"runner": RUNNER, "compat": COMPAT, "nice": nice(), "seccomp": _program().hex(),
+              "tmp_size": limits.TMP_SIZE, "shm_size": limits.SHM_SIZE,
+              "own_user_namespace": not runs_as_root(False),
+              "tmp_binds": [path for path in under_tmp
+                            if not _inside(path, [p for p in under_tmp if p != path])],
+              "tmp_links": [pair for pair in _links(binds) if _inside(pair[0], ["/tmp"])]}
+    argv = _bwrap_args()
+    for key, value in _environment("/tmp").items():
+        argv += ["--setenv", key, value]
+    argv += ["--", _python(), "-X", "utf8", "-c", ZYGOTE]
+    key = json.dumps([argv, config])
+    with _lock:
+        if _prepared is None or _prepared.key != key or not _prepared.alive():
+            if _prepared is not None:
+                _prepared.close()
+            _prepared = Prepared(key, argv, config)
+        return _prepared
 
 
-def _filter_fd():
-    """A file descriptor, at its start, of the seccomp filter (see :mod:`syscalls`)."""
-    fd = os.memfd_create("d2lattn-seccomp")
-    os.write(fd, _program())
-    os.lseek(fd, 0, os.SEEK_SET)
-    return fd
+def _head(file):
+    """At most 2000 characters from the start of ``file``, stripped."""
+    file.seek(0)
+    return file.read(2000).decode("utf-8", "replace").strip()
+
+
+def _close(*streams):
+    for stream in streams:
+        try:
+            stream.close()
+        except OSError:
+            pass
 
 
 _program = functools.lru_cache(maxsize=1)(syscalls.filter_program)

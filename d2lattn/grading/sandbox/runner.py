@@ -1,7 +1,8 @@
-"""The only grader code that runs inside a sandbox, next to a submission's code.
+"""The grader code that runs next to a submission's code.
 
-The grader starts ``python -c <this file's source>`` in a fresh sandbox for each group of
-questions (the questions that forbid the same objects) and talks to it in JSON lines:
+The prepared process (:mod:`d2lattn.grading.sandbox.zygote`) forks a runner into a fresh
+sandbox for each group of questions (the questions that forbid the same objects); with
+``--unsafe`` it is ``python -c <this file's source>``. The grader talks to it in JSON lines:
 
 1. ``{"limits", "uid", "nice", "compat", "package", "scratch"}``: the runner takes its user
    and limits, writes the group's copy of d2lattn (``{relative path: base64}``) and imports
@@ -146,8 +147,11 @@ def _register_inputs_module():
 
 # --- the protocol ---------------------------------------------------------------------------
 
-def main():
-    """Serve one group of one submission on stdin/stdout (see the module docstring)."""
+def main(confine=None):
+    """Serve one group of one submission on stdin/stdout (see the module docstring).
+    ``confine(uid)``, called before any submission code runs, becomes the user ``uid`` and
+    takes away what the sandbox forbids (the prepared process's :func:`zygote.confine`);
+    by default only :func:`become`."""
     channel = os.fdopen(os.dup(1), "w", encoding="utf-8")
     inbox = os.fdopen(os.dup(0), "r", encoding="utf-8")
     quiet = os.open(os.devnull, os.O_RDWR)
@@ -159,12 +163,12 @@ def main():
         channel.flush()
 
     start = json.loads(inbox.readline())
-    _lower_priority(start["nice"])
-    _become(start["uid"])
+    lower_priority(start["nice"])
+    (confine or become)(start["uid"])
     _limit_resources(start["limits"])
     _install(start["package"], start["scratch"])
     _register_inputs_module()
-    _preload(start.get("compat"))
+    preload(start.get("compat"))
     shell = _shell()
     _not_dumpable()
     request = json.loads(inbox.readline())
@@ -198,7 +202,7 @@ def _not_dumpable():
         pass
 
 
-def _preload(compat):
+def preload(compat):
     """Import what every run needs before any submission code runs: NumPy, MXNet (after
     d2lattn's compatibility shim), matplotlib."""
     if compat is None:
@@ -216,7 +220,7 @@ def _preload(compat):
         pass
 
 
-def _become(uid):
+def become(uid):
     """In a sandbox started by root, become ``uid`` (and its group), a user of this sandbox
     alone, whose processes the kernel counts (it never counts root's); every capability goes
     with root. Nothing to do elsewhere."""
@@ -226,7 +230,7 @@ def _become(uid):
         os.setuid(uid)
 
 
-def _lower_priority(nice):
+def lower_priority(nice):
     """Run at the grader's ``nice``, the whole sandbox too: its processes share one session
     (the filter denies ``setsid``), so one scheduler autogroup, set to that nice value."""
     try:

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 
 from .. import limits
 from ..limits import PACKAGE
-from .bwrap import Run
+from .channel import Run
 
 NO_RUN = "the sandbox ended before any cell ran"
 IMPORTS = re.compile(r"^\s*(import|from)\s+(d2lattn|mxnet)\b", re.M)  # worth preloading
