@@ -286,6 +286,7 @@ def submissions(folder, bundle, out):
         "raises": edited(base, lambda c: c[q2].update(source="# QUESTION q2_nw\n1 / 0")),
         "dies": edited(base, lambda c: c.insert(q1 + 1, code_cell("import os\nos._exit(1)"))),
         "loops": edited(base, lambda c: c.insert(q1 + 1, code_cell("while True:\n    pass"))),
+        "late_loop": edited(base, lambda c: c.insert(q2 + 1, code_cell("while True:\n    pass"))),
         "prints": edited(base, lambda c: c.insert(2, code_cell("print('x' * 5_000_000)"))),
         "deleted": edited(base, lambda c: c.pop(q2)),
         "reordered": edited(base, lambda c: c.reverse()),
@@ -397,6 +398,7 @@ def student_named(rows, start):
     return match
 
 
+LOOPED = rf"time limit of {TIMEOUT} s reached in code cell \d+; later cells did not run"
 FULL = {q: (p, r"^\d of \d cases passed( \(format checks: \d of \d\))?$")
         for q, p in QUESTIONS.items()}
 ZERO = {q: (0, r"^0 of \d cases passed") for q in QUESTIONS}
@@ -411,14 +413,16 @@ EXPECTED = {
     "dies": DIED, "channel_flood": {q: (0, "the sandbox ended") for q in QUESTIONS},
     # neither can kill or stop its runner, PID 1 of its namespace: their answers are graded
     "killer": FULL, "stopper": FULL,
-    "loops": {"q1_softmax": (2, rf"^4 of 4 cases passed; time limit of {TIMEOUT} s reached in "
-                                r"code cell 3; later cells did not run$"),
-              # one budget per notebook: the loop used it up in q1's group
-              "q2_nw": (0, r"^0 of 4 cases passed; failed: .*; the notebook's time limit of "
-                           r"15 s was used up before these questions ran$"),
-              "q3_weight": (0, r"^0 of 1 cases passed \(format checks: 0 of 1\); failed: .*; the "
-                               r"notebook's time limit "
-                               r"of 15 s was used up")},
+    "loops": {"q1_softmax": (2, rf"^4 of 4 cases passed; {LOOPED}$"),
+              # every group stops before the loop: the answers after it never ran
+              "q2_nw": (0, rf"^0 of 4 cases passed; failed: .*; {LOOPED}$"),
+              "q3_weight": (0, rf"^0 of 1 cases passed \(format checks: 0 of 1\); failed: .*; "
+                               rf"{LOOPED}$")},
+    # q2's group runs after q1's, whose time the loop took: q2 still keeps its points
+    "late_loop": {"q1_softmax": (2, rf"^4 of 4 cases passed; {LOOPED}$"),
+                  "q2_nw": (3, rf"^4 of 4 cases passed; {LOOPED}$"),
+                  "q3_weight": (0, rf"^0 of 1 cases passed \(format checks: 0 of 1\); failed: "
+                                   rf".*; {LOOPED}$")},
     "prints": FULL,
     "deleted": dict(FULL, q2_nw=(0, r"^question cell missing$")),
     "forbidden": dict(FULL, q1_softmax=(0, r"^uses d2lattn.masked_softmax \(code cell 2, line 2\), "
@@ -544,7 +548,7 @@ def test_feedback_shows_failing_public_cases_and_names_hidden_ones_by_message(ba
         by_student(rows, "raises")["q2_nw"].reason
     assert "  hidden case 1 passed: large scores do not overflow\n" in \
         (out / "feedback" / "master.md").read_text()
-    _, tests = load_bundle(bundle)
+    tests = load_bundle(bundle).tests
     for path in (out / "feedback").iterdir():
         assert not any(line in path.read_text() for line in hidden_lines(tests)), path
     leak = (out / "feedback" / "leak.md").read_text()

@@ -375,7 +375,7 @@ def test_the_command_line_says_its_defaults_and_errors_in_one_line(tmp_path, cap
     with pytest.raises(SystemExit):
         main(["grade", "--help"])
     text = " ".join(capsys.readouterr().out.split())
-    assert "seconds per notebook, all its code and tests together (default: 300)" in text
+    assert "seconds for a notebook's code cells, in each of its sandboxes (default: 300)" in text
     assert "(default: None)" not in text
     (tmp_path / "bundle").mkdir()
     with pytest.raises(SystemExit) as stop:

@@ -7,6 +7,7 @@ and re-graded once."""
 import ast
 import csv
 import json
+import shutil
 
 import pytest
 
@@ -148,7 +149,8 @@ def readable(text):
 @pytest.fixture(scope="module")
 def graded(tmp_path_factory):
     """A Canvas class graded with Canvas's gradebook export as roster, then mallory re-graded:
-    ``(out folder, log of the first run, log of the re-grade, grades.csv before it)``."""
+    ``(out folder, log of the first run, log of the re-grade, grades.csv before it, the
+    out folder of a re-grade told mallory's file is Zoe's)``."""
     if not HAS_BWRAP and not IN_CI:  # in CI a missing bubblewrap fails the tests
         pytest.skip("grading needs bubblewrap (bwrap)")
     tmp = tmp_path_factory.mktemp("class")
@@ -157,6 +159,8 @@ def graded(tmp_path_factory):
         (tmp / "release" / "sample.ipynb").read_text())
     other = json.loads(json.dumps(blank))
     other["metadata"]["d2lattn"]["assignment"] = "ch9_other"
+    older = json.loads(json.dumps(blank))  # a copy of an earlier release of the assignment
+    older["metadata"]["d2lattn"]["release"]["bundle"] = "0123456789ab"
     folder = tmp / "class"
     folder.mkdir()
     for name, nb in {
@@ -165,7 +169,8 @@ def graded(tmp_path_factory):
             "turingalan_1002_5002_sample.ipynb": with_student(master(), source=CRASH),
             "zedzoe_1003_5003_sample.ipynb": with_student(master(), "zoe@uni.edu"),
             "hoppergrace_1004_5004_sample.ipynb": other,
-            "mallory.ipynb": with_student(blank, "zoe@uni.edu")}.items():
+            "mallory.ipynb": with_student(blank, "zoe@uni.edu"),
+            "oldcopy.ipynb": older}.items():
         (folder / name).write_text(json.dumps(nb))
     (tmp / "roster.csv").write_text(CANVAS_ROSTER)
     out, first, again = tmp / "grades", [], []
@@ -176,7 +181,11 @@ def graded(tmp_path_factory):
     (tmp / "regrade" / "mallory.ipynb").write_text((folder / "mallory.ipynb").read_text())
     grade(tmp / "regrade", bundle, out, timeout=60, roster=tmp / "roster.csv", log=again.append,
           exports=Exports("Chapter 1 (777)"))
-    return out, first, again, before
+    told = tmp / "told"  # the instructor says mallory's file is Zoe's after all
+    shutil.copytree(out, told)
+    grade(tmp / "regrade", bundle, told, timeout=60, roster=tmp / "roster.csv",
+          exports=Exports("Chapter 1 (777)"), identities={"mallory.ipynb": "S3"})
+    return out, first, again, before, told
 
 
 def test_canvas_export_carries_the_rosters_ids_for_every_roster_student(graded):
@@ -200,22 +209,47 @@ def test_the_gradebook_and_attention_list_flag_what_needs_attention(graded):
     status = {r["student"]: r["status"] for r in table(out / "gradebook.csv")}
     assert status == {"mallory": "claimed identity; not on the roster", "S1": "duplicate",
                       "S2": "graded", "S3": "graded", "S4": "wrong assignment",
-                      "S5": "no submission"}
+                      "S5": "no submission", "oldcopy": "other release; not on the roster"}
     attention = {(r["entry"], r["status"]) for r in table(out / "attention.csv")}
     assert attention == {
         ("mallory.ipynb", "claimed identity; not on the roster"),
         ("lovelaceada_LATE_1001_5007_sample-1.ipynb", "duplicate"),
         ("hoppergrace_1004_5004_sample.ipynb", "wrong assignment"), ("", "no submission"),
+        ("oldcopy.ipynb", "other release; not on the roster"),
         ("lovelaceada_1001_5001_sample.ipynb", "not graded")}
     rows = {r["student"]: r["reason"] for r in table(out / "grades.csv")}
     assert rows["S4"] == "a notebook of assignment ch9_other, not sample: not graded"
     assert any("mallory.ipynb: claimed identity" in line for line in first)
+    assert any(line.startswith("oldcopy.ipynb: other release (its notebook was released with "
+                               "d2lattn ") and "as bundle 0123456789ab; the bundle is " in line
+               for line in first), first
 
 
 def test_a_regrade_of_one_student_keeps_every_other_row_and_no_hijack(graded):
-    out, _, again, before = graded
+    out, _, again, before, _ = graded
     kept = [line for line in before.splitlines() if not line.startswith("mallory,")]
     assert [line for line in (out / "grades.csv").read_text().splitlines()
             if not line.startswith("mallory,")] == kept
-    assert again[-1] == "1 unchanged, 4 kept from earlier runs", again  # mallory: 0 -> 0
+    assert again[-1] == "1 unchanged, 5 kept from earlier runs", again  # mallory: 0 -> 0
     assert any("mallory.ipynb: claimed identity" in line for line in again)
+
+
+def test_the_instructors_word_replaces_a_students_rows_and_says_so(graded):
+    """Re-graded with ``--identity mallory.ipynb=S3``, mallory's file is Zoe's: her rows
+    are replaced by its grades, and the gradebook says who decided."""
+    *_, told = graded
+    status = {r["student"]: (r["status"], r["note"]) for r in table(told / "gradebook.csv")}
+    assert status["S3"] == ("identity set by the instructor",
+                            "given as --identity mallory.ipynb=S3"), status
+    assert {r["points"] for r in table(told / "grades.csv") if r["student"] == "S3"} == {"0"}
+    assert next(r for r in table(told / "canvas.csv") if r["ID"] == "1003")[
+        "Chapter 1 (777)"] == "0"
+
+
+def test_an_identity_that_names_no_submission_or_an_unsafe_id_is_refused(graded, tmp_path):
+    out, *_ = graded
+    folder = out.parent / "regrade"
+    with pytest.raises(ValueError, match=r"identity names 'nobody.ipynb', which is not a "):
+        name_students(find_submissions(folder)[0], [], None, {"nobody.ipynb": "S3"})
+    with pytest.raises(ValueError, match=r"got '../x' for 'mallory.ipynb'"):
+        name_students(find_submissions(folder)[0], [], None, {"mallory.ipynb": "../x"})

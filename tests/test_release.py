@@ -1,11 +1,14 @@
 """d2lattn.grading.releasing: the student notebook and the bundle, what release refuses."""
 import copy
 import json
+import re
 
 import pytest
 from grading_support import QUESTIONS, SAMPLE, hidden_lines, master, needs_sandbox, split
 
+import d2lattn
 from d2lattn.grading import release
+from d2lattn.grading.releasing import stamp
 from d2lattn.grading.master.notebook import STUB, cell_source, is_grader_cell, question_of
 from d2lattn.grading.releasing.split import split_master
 
@@ -130,3 +133,31 @@ def test_release_checks_the_master_scores_full_marks_and_its_student_version_zer
     with pytest.raises(ValueError, match=error):
         release(path, tmp_path / "out")
     assert not (tmp_path / "out" / "sample.ipynb").exists()
+
+
+@needs_sandbox
+def test_the_student_notebook_and_the_bundle_record_the_same_release(tmp_path):
+    """d2lattn's version and the bundle's id, a digest of the master's questions and cases as
+    split: the same in both files, with or without private cases; another master's case,
+    another id."""
+    release(SAMPLE, tmp_path / "one")
+    release(SAMPLE, tmp_path / "two", hidden=_private_case(tmp_path))
+    made = []
+    for name in ("one", "two"):
+        student = json.loads((tmp_path / name / "sample.ipynb").read_text())
+        bundle = json.loads((tmp_path / name / "autograder" / "sample.json").read_text())
+        assert student["metadata"]["d2lattn"]["release"] == bundle["release"]
+        made.append(bundle["release"])
+    assert made[0] == made[1] == stamp("sample", split()[1])
+    assert made[0]["version"] == d2lattn.__version__
+    assert re.fullmatch(r"[0-9a-f]{12}", made[0]["bundle"])
+    tests = split()[1]
+    tests[2]["suites"][0]["cases"][0]["code"] += "\n"
+    assert stamp("sample", tests)["bundle"] != made[0]["bundle"]
+
+
+def _private_case(tmp_path):
+    path = tmp_path / "private.txt"
+    path.write_text("# TESTS sample.q3_weight\n# the weight, rounded\n>>> round(answer_q3, 1)\n"
+                    "0.8\n")
+    return path

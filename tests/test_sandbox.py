@@ -717,3 +717,25 @@ def test_grading_refuses_to_run_without_a_sandbox(tmp_path, monkeypatch):
                                                    r"submissions you trust, pass --unsafe"):
         sandbox.check_sandbox()
     sandbox.check_sandbox(unsafe=True)  # the caller's explicit choice
+
+
+def test_output_comes_from_the_first_group_and_a_loop_costs_one_group_its_time(tmp_path):
+    """Fair time: the group after one whose time ran out in a cell runs only the cells before
+    it (and says so), so the answer before the loop is there in both; a print's text is sent
+    by the first group only."""
+    shadows = shadow.Shadows(tmp_path)
+    cells = [(1, "print('x' * 100_000)"), (2, "result = 42"), (3, "while True:\n    pass"),
+             (4, "result = 0")]
+    start = time.monotonic()
+    first, second = run_submission(
+        cells, [(shadows(()), [[steps_case(0, ("result", True))]]),
+                (shadows(("d2lattn.masked_softmax",)), [[steps_case(1, ("result", True))]])],
+        timeout=4, case_timeout=5, max_output=1_000_000)
+    seconds = time.monotonic() - start
+    note = "time limit of 4 s reached in code cell 3; later cells did not run"
+    assert first.outputs[1]["text"] == "x" * 100_000 + "\n" and first.notes == [(None, note)]
+    assert second.outputs[1]["text"] == "" and second.notes == [(None, note)]
+    assert 3 not in second.outputs  # the loop did not run again
+    assert [first.results[0]["values"], second.results[1]["values"]] == [
+        [{"t": "num", "v": 42}]] * 2
+    print(f"two groups, one loop: {seconds:.1f} s")  # one time limit (4 s), not two

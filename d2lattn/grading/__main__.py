@@ -42,8 +42,12 @@ def main(argv=None):
     _export_options(gra)
     gra.add_argument("--shard", type=_shard, help="I/N: grade only the I-th of N shares of the "
                                                   "class, then join them with merge")
+    gra.add_argument("--identity", action="append", type=_identity, metavar="FILE=STUDENT",
+                     help="the student a submission file (or folder) belongs to, whatever its "
+                          "name or # STUDENT cell say; also lets a re-grade replace that "
+                          "student's rows from another file (repeat for several)")
     gra.add_argument("--timeout", type=float, default=NOTEBOOK_SECONDS,
-                     help="seconds per notebook, all its code and tests together")
+                     help="seconds for a notebook's code cells, in each of its sandboxes")
     gra.add_argument("--case-timeout", type=float, default=CASE_SECONDS,
                      help="seconds per test example")
     gra.add_argument("--max-output", type=int, default=MAX_OUTPUT,
@@ -97,6 +101,13 @@ def _exports(args):
     return Exports(args.canvas_assignment, args.missing_as_zero)
 
 
+def _identity(text):
+    file, sep, student = text.partition("=")
+    if not (sep and file and student):
+        raise argparse.ArgumentTypeError(f"not FILE=STUDENT: {text!r}")
+    return file, student
+
+
 def _shard(text):
     try:
         index, count = map(int, text.split("/"))
@@ -117,7 +128,7 @@ def _run(args):
                      args.case_timeout, args.max_output, log=print, unsafe=args.unsafe,
                      max_bytes=args.max_bytes, jobs=args.jobs, roster=args.roster,
                      shard=args.shard, max_code=args.max_code, progress=True,
-                     exports=_exports(args))
+                     exports=_exports(args), identities=dict(args.identity or ()))
         print(f"wrote {len(rows)} rows to {Path(args.out) / 'grades.csv'}")
     else:
         roster = read_roster(args.roster) if args.roster else []

@@ -6,7 +6,7 @@ from pathlib import Path
 PACKAGE = Path(__file__).resolve().parents[1]  # d2lattn: copied into each sandbox, read whole
 
 # --- grading a class (python -m d2lattn.grading grade) -------------------------------------
-NOTEBOOK_SECONDS = 300  # a notebook's run: its code and cases, all its groups together
+NOTEBOOK_SECONDS = 300  # a notebook's code cells, in each of its sandboxes (one per group)
 CASE_SECONDS = 10  # one example of a case
 MAX_OUTPUT = 1_000_000  # characters of output kept per notebook
 MAX_BYTES = 200 << 20  # a larger submission file is not read (saved plots included)

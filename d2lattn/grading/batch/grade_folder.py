@@ -14,6 +14,7 @@ import os
 import sys
 import tempfile
 import time
+from collections import namedtuple
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from pathlib import Path
 
@@ -38,16 +39,17 @@ from .submissions import find_submissions, flagged, in_shard, name_students
 def grade(submissions, bundle, out, assignment=None, timeout=NOTEBOOK_SECONDS,
           case_timeout=CASE_SECONDS, max_output=MAX_OUTPUT, log=None, unsafe=False,
           max_bytes=MAX_BYTES, jobs=None, roster=None, shard=None, max_code=MAX_CODE,
-          progress=False, exports=Exports()):
+          progress=False, exports=Exports(), identities=None):
     """Grade the submissions in the folder ``submissions`` (``.ipynb`` files, or one folder
     per student holding one notebook) against the autograder ``bundle`` folder, each in its
     own sandbox (``unsafe=True``: without one, see :mod:`d2lattn.grading.sandbox`).
 
     ``assignment``: the bundle's assignment; by default the one most notebooks name in their
     metadata (release writes it), or the bundle's only one; a notebook that names another is
-    not run and its rows say so. A notebook's code runs under one
-    ``timeout`` (seconds, for all of it), with at most ``max_output`` characters of output
-    kept, then its public cases, then its hidden ones, each example under ``case_timeout``.
+    not run and its rows say so. A notebook's code cells run in each of its sandboxes (one
+    per group of questions) within ``timeout`` seconds, with at most ``max_output``
+    characters of output kept, then its public cases, then its hidden ones, each example
+    under ``case_timeout``.
     A question scores its points times the fraction of its scored cases passed (format
     checks earn nothing); 0 if its cell is missing or it uses a name its ``forbid`` list
     names. Files over ``max_bytes`` or with over ``max_code`` characters of code are not run;
@@ -59,7 +61,9 @@ def grade(submissions, bundle, out, assignment=None, timeout=NOTEBOOK_SECONDS,
     :class:`d2lattn.grading.batch.gradebook.Exports`), ``skipped.csv``; the rows of students
     graded before and not now are kept, and every file is rewritten whole after each
     submission. ``roster``: a CSV of the
-    class (see :func:`d2lattn.grading.batch.gradebook.read_roster`). ``shard=(i, n)``: grade only
+    class (see :func:`d2lattn.grading.batch.gradebook.read_roster`). ``identities``
+    (``{file: student}``): the instructor's word on whose a submission is, above its hand-in
+    name and ``# STUDENT`` cell (see :func:`.submissions.name_students`). ``shard=(i, n)``: grade only
     the i-th of n shares of the class (see ``merge``). ``log`` is called with one line per
     submission as it finishes and with a summary of what changed; ``jobs`` submissions run
     at a time (default: the number of cores); ``progress`` shows a bar. Returns this run's
@@ -74,12 +78,14 @@ def grade(submissions, bundle, out, assignment=None, timeout=NOTEBOOK_SECONDS,
     jobs = (os.cpu_count() or 1) if jobs is None else check_int("jobs", jobs, minimum=1)
     subs, skipped = find_submissions(submissions, check_int("max_bytes", max_bytes, minimum=1),
                                      check_int("max_code", max_code, minimum=1))
-    assignment, tests = load_bundle(bundle, assignment or _named_assignment(subs, bundle))
-    subs = [other_assignment(sub, assignment) for sub in subs]
+    assignment, tests, release = load_bundle(bundle,
+                                             assignment or _named_assignment(subs, bundle))
+    subs = [other_release(other_assignment(sub, assignment), release) for sub in subs]
     listed = read_roster(roster) if roster is not None else []
     out = Path(out)
     students = read_students(out / "students.csv")
-    subs, dropped = name_students(subs, listed, {s.student: s.file for s in students})
+    subs, dropped = name_students(subs, listed, {s.student: s.file for s in students},
+                                  identities)
     skipped = skipped + dropped
     if shard is not None:
         subs = [sub for sub in subs if in_shard(sub.student, _check_shard(shard))]
@@ -156,6 +162,16 @@ def other_assignment(sub, assignment):
     return flagged(sub, "wrong assignment", why)._replace(notebook=None, error=why)
 
 
+def other_release(sub, release):
+    """``sub``, flagged if its notebook records another release than the bundle's (graded
+    all the same: a student may have opened an older copy)."""
+    if release is None or sub.release is None or sub.release == release:
+        return sub
+    return flagged(sub, "other release", f"its notebook was released with d2lattn "
+                   f"{sub.release.get('version')!s:.20} as bundle {sub.release.get('bundle')!s:.20}"
+                   f"; the bundle is d2lattn {release['version']}'s {release['bundle']}")
+
+
 def _timed(sub, tests, limits, packages, unsafe):
     """``(scores, results, executed or None, seconds)`` of one submission; never raises."""
     start = time.monotonic()
@@ -178,8 +194,14 @@ def _write_student(out, assignment, student, rows, results, executed):
             json.dumps(executed, indent=1, ensure_ascii=False), encoding="utf-8")
 
 
+Bundle = namedtuple("Bundle", "assignment tests release")
+Bundle.__doc__ = """An assignment's bundle as release wrote it: its name, its tests (OK format,
+expected values included) and the release it records (``{"version", "bundle"}``; None in a
+bundle of an earlier release)."""
+
+
 def load_bundle(bundle, assignment=None):
-    """``(assignment, tests)`` from the bundle folder written by release."""
+    """A :class:`Bundle` from the bundle folder written by release."""
     if not Path(bundle).is_dir():
         raise ValueError(f"bundle must be the autograder folder written by release, "
                          f"got {str(bundle)!r}")
@@ -193,7 +215,7 @@ def load_bundle(bundle, assignment=None):
         raise ValueError(f"assignment must be one of the bundle's {names} (bundle "
                          f"{str(bundle)!r}), got {assignment!r}")
     data = json.loads((Path(bundle) / f"{assignment}.json").read_text(encoding="utf-8"))
-    return assignment, data["tests"]
+    return Bundle(assignment, data["tests"], data.get("release"))
 
 
 def grade_notebook(nb, tests, limits, packages, unsafe=False):

@@ -16,15 +16,16 @@ from ..master.notebook import STUB, STUDENT, NotebookError, cell_source, noteboo
     parse_notebook
 from .identity import hand_in, login_of, plain_name
 
+SAFE_ID = r"[A-Za-z0-9][A-Za-z0-9._-]{0,72}"  # what safe_id makes of a file's name
 Submission = namedtuple("Submission", "student file notebook error name email assignment "
-                                      "has_cell handin time flags note",
-                        defaults=(None, True, None, 0.0, (), ""))
+                                      "has_cell handin time flags note release",
+                        defaults=(None, True, None, 0.0, (), "", None))
 Submission.__doc__ = """One entry of a class folder: its ``student`` id (None until named), its
 ``file`` (the entry's name), the ``notebook`` (a dict, None if unread) or the ``error`` saying
 why not, the ``name`` and ``email`` of its ``# STUDENT`` cell, the ``assignment`` its metadata
 names, ``has_cell`` (it has a ``# STUDENT`` cell), its :class:`.identity.HandIn`, ``time`` (the
-file's modification time), the ``flags`` that need the instructor's attention and a ``note``
-saying why."""
+file's modification time), the ``flags`` that need the instructor's attention, a ``note``
+saying why and the ``release`` its metadata records (``{"version", "bundle"}`` or None)."""
 
 
 def find_submissions(folder, max_bytes=MAX_BYTES, max_code=MAX_CODE):
@@ -89,13 +90,14 @@ def _read(name, path, max_bytes, max_code, folder=False):
         for cell in nb["cells"]:
             cell.pop("outputs", None)  # saved plots and prints: never read, never graded
             cell.pop("attachments", None)
-        assignment = notebook_meta(nb).get("assignment")
+        assignment, release = (notebook_meta(nb).get(key) for key in ("assignment", "release"))
         has_cell = any(cell.get("cell_type") == "code" and STUDENT.match(cell_source(cell))
                        for cell in nb["cells"])
         return Submission(None, name, nb, None, *student_identity(nb),
                           assignment=assignment if isinstance(assignment, str) else None,
                           has_cell=has_cell, handin=handin, time=when,
-                          flags=() if has_cell else ("no # STUDENT cell",))
+                          flags=() if has_cell else ("no # STUDENT cell",),
+                          release=release if isinstance(release, dict) else None)
     except NotebookError as err:
         return _unread(name, str(err), handin)
     except Exception as err:  # noqa: BLE001 (RecursionError, MemoryError, ...): its row says so
@@ -144,7 +146,7 @@ def student_identity(nb):
     return "", ""
 
 
-def name_students(submissions, roster=(), earlier=None):
+def name_students(submissions, roster=(), earlier=None, assigned=None):
     """``(named, dropped)``: the submissions to grade, each with its ``student`` set (unique)
     and its ``flags``, and ``[(file, why)]`` for the duplicates not graded.
 
@@ -155,16 +157,22 @@ def name_students(submissions, roster=(), earlier=None):
     flagged ``claimed identity``. Of several submissions of one student the latest hand-in counts
     (:func:`handed_in`), flagged ``duplicate``; the others are dropped. Everyone else's id is
     the hand-in name made safe. ``roster`` rows are dicts with ``student``, ``email``, ``login``
-    and, optionally, ``canvas``, ``name``."""
+    and, optionally, ``canvas``, ``name``. ``assigned`` (``{file: student}``) is the
+    instructor's word, above all of this (flagged ``identity set by the instructor``):
+    ValueError if it names a file that is not there or a student id that is not safe."""
     by_name = _by_name(roster)
     by_email = {key.lower(): row["student"] for row in roster
                 for key in (row.get("email"), row.get("login")) if key and "@" in key}
     logins = {row["login"].lower(): row["student"] for row in roster if row.get("login")}
     by_canvas = {row["canvas"]: row["student"] for row in roster if row.get("canvas")}
-    owners = [roster_match(sub.handin, by_canvas, by_name, logins) for sub in submissions]
+    assigned = _checked_assignments(assigned or {}, submissions, roster)
+    owners = [assigned.get(sub.file) or roster_match(sub.handin, by_canvas, by_name, logins)
+              for sub in submissions]
     own_file = dict(earlier or {})
     own_file.update((owner, sub.file) for owner, sub in zip(owners, submissions) if owner)
-    subs = list(submissions)
+    subs = [flagged(sub, "identity set by the instructor", f"given as --identity {sub.file}="
+                    f"{assigned[sub.file]}") if sub.file in assigned else sub
+            for sub in submissions]
     for i, sub in enumerate(subs):
         claim = by_email.get(sub.email.lower()) if sub.email and not owners[i] else None
         if claim in own_file and own_file[claim] != sub.file:
@@ -190,6 +198,19 @@ def name_students(submissions, roster=(), earlier=None):
         dropped += [(s.file, f"duplicate: an earlier hand-in of {student}, whose {keep.file} "
                              "was graded") for s in others]
     return [named[i] for i in sorted(named)], dropped
+
+
+def _checked_assignments(assigned, submissions, roster):
+    """``assigned`` if each file is a submission and each student a roster id or a safe id."""
+    files, listed = {sub.file for sub in submissions}, {row["student"] for row in roster}
+    for file, student in assigned.items():
+        if file not in files:
+            raise ValueError(f"identity names {file!r}, which is not a submission in the "
+                             f"folder")
+        if student not in listed and not re.fullmatch(SAFE_ID, student):
+            raise ValueError(f"identity must give a roster student or an id of letters, "
+                             f"digits and ._- (at most 73), got {student!r} for {file!r}")
+    return assigned
 
 
 def roster_match(handin, by_canvas, by_name, logins):
@@ -228,7 +249,8 @@ def flagged(sub, flag, note):
 
 
 def safe_id(name, taken):
-    """A file name as a safe, unique student id: ``alice`` for ``alice.ipynb``."""
+    """A file name as a safe, unique student id (:data:`SAFE_ID`): ``alice`` for
+    ``alice.ipynb``."""
     raw = os.fsencode(name)
     stem = name[:-len(".ipynb")] if name.endswith(".ipynb") else name
     safe = re.sub(r"[^A-Za-z0-9._-]", "_", stem)[:64]

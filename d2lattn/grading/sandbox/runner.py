@@ -22,6 +22,7 @@ and scope it made (:func:`plan_case`) with the master's values and expected valu
 Standard library only, so it needs neither d2lattn nor numpy.
 """
 import base64
+import contextlib
 import importlib
 import io
 import json
@@ -267,7 +268,9 @@ def _alarm(signum, frame):
 
 
 def _run_cells(shell, request, send):
-    """Run the cells until the time limit; the note on what stopped them, or None."""
+    """Run the cells until the time limit; the note on what stopped them, or None. Their
+    output is captured only while there is room to send it (none from a group whose output
+    another group sends)."""
     from IPython.utils.capture import capture_output
 
     room = request["max_output"]
@@ -275,9 +278,9 @@ def _run_cells(shell, request, send):
     signal.setitimer(signal.ITIMER_REAL, request["timeout"], 0.5)  # and again until it stops
     try:
         for number, source in request["cells"]:
-            with capture_output() as captured:
+            with capture_output() if room > 0 else contextlib.nullcontext() as captured:
                 result = shell.run_cell(source, store_history=False, silent=False)
-            texts = [captured.stdout, captured.stderr] + [
+            texts = [] if captured is None else [captured.stdout, captured.stderr] + [
                 output.data.get("text/plain", "") for output in captured.outputs]
             text = "".join(str(part) for part in texts)
             send({"cell": number, "text": text[:max(room, 0)], "error": _error(result)})

@@ -28,9 +28,15 @@ class GroupRun:
 
 
 def run_submission(cells, groups, timeout, case_timeout, max_output, unsafe=False):
-    """Run ``cells`` (``(cell number, source)`` pairs) in a fresh sandbox per group, then its
-    phases of cases, all within ``timeout`` seconds (each example also within
-    ``case_timeout``): a group that would start later does not run, and says so.
+    """Run ``cells`` (``(cell number, source)`` pairs) in a fresh sandbox per group, each
+    group's cells within ``timeout`` seconds of their own, then its phases of cases (each
+    example within ``case_timeout``).
+
+    Fair time: a group's answers do not depend on the time another group used. Where one
+    group's time ran out in cell k, later groups run the cells before k only (cell k would
+    take their time too) and say so; so answers that ran before a loop keep their points
+    whatever the order of the groups. The text of the cells' outputs comes from the first
+    group only; later ones send none (they run the same code).
 
     ``groups`` is a list of ``(package, phases)``: the d2lattn copy that group's sandbox sees
     (``{relative path: base64}``) and its phases, each a list of case requests (see
@@ -38,24 +44,25 @@ def run_submission(cells, groups, timeout, case_timeout, max_output, unsafe=Fals
     Returns one :class:`GroupRun` per group.
     """
     warm = any(IMPORTS.search(text) for _, text in cells)
-    budget, done, live = Budget(timeout), [GroupRun() for _ in groups], {}
+    done, live, stop = [GroupRun() for _ in groups], {}, None
     try:
         for number, (package, phases) in enumerate(groups):
-            if budget.left() <= 0:
-                done[number].notes.append((None, f"the notebook's time limit of {timeout:g} s "
-                                                 "was used up before these questions ran"))
-                continue
             run = _start(package, cells, phases, timeout, case_timeout, max_output, unsafe,
                          warm)
-            if _run_cells(run, cells, budget, max_output, done[number]):
+            shown = [cell for cell in cells if stop is None or cell[0] < stop]
+            ready, stopped_at = _run_cells(run, shown, Budget(timeout),
+                                           max_output if number == 0 else 0, done[number])
+            if stop is not None and len(shown) < len(cells) and ready:
+                done[number].notes.append((None, _time_note(timeout, stop)))
+            stop = stopped_at if stop is None else stop
+            if ready:
                 live[number] = run
             else:
                 run.close()
         for phase in range(max((len(p) for _, p in groups), default=0)):
             for number, run in list(live.items()):
                 cases = groups[number][1][phase] if phase < len(groups[number][1]) else []
-                if cases and not _run_phase(run, phase, cases, budget, case_timeout,
-                                            done[number]):
+                if cases and not _run_phase(run, phase, cases, case_timeout, done[number]):
                     live.pop(number).close()
     finally:
         for run in live.values():
@@ -85,33 +92,40 @@ def _start(package, cells, phases, timeout, case_timeout, max_output, unsafe, wa
 
 
 def _run_cells(run, cells, budget, max_output, group):
-    """Run the cells in ``run``; True if the sandbox is ready for cases."""
+    """Run the cells in ``run``, keeping at most ``max_output`` characters of their text.
+    ``(ready, stopped)``: whether the sandbox is ready for cases, and the number of the
+    cell in which the time ran out (None if it did not)."""
     numbers = {number for number, _ in cells}
     run.listen([("cell", n) for n in numbers] + [("cells_done",)])
-    run.send({"cells": [list(cell) for cell in cells], "timeout": max(budget.left(), 0.1),
+    run.send({"cells": [list(cell) for cell in cells], "timeout": budget.seconds,
               "max_output": max_output})
     taken, how, stopped = run.collect(lambda r: _is_cell(r, numbers), "cells_done",
                                       budget.left() + limits.STARTUP_SECONDS)
     group.outputs = {r["cell"]: {"text": r["text"][:max_output], "error": r["error"]}
                      for r in taken}
+    last = max(group.outputs, default=None)
     if how != "done":
         group.notes.append((None, _stopped(how, "while its cells ran", group.outputs)))
-        return False
+        running = [number for number, _ in cells if number not in group.outputs]
+        return False, running[0] if how == "timeout" and running else None
     if stopped is not None:
-        last = max(group.outputs, default=0)
-        group.notes.append((None, f"time limit of {budget.seconds:g} s reached in code cell "
-                                  f"{last}; later cells did not run"))
-    return True
+        group.notes.append((None, _time_note(budget.seconds, last)))
+        return True, last
+    return True, None
 
 
-def _run_phase(run, phase, cases, budget, case_timeout, group):
+def _time_note(seconds, cell):
+    return f"time limit of {seconds:g} s reached in code cell {cell}; later cells did not run"
+
+
+def _run_phase(run, phase, cases, case_timeout, group):
     """Send one phase of cases and collect its records; True if the sandbox still serves."""
     ids = {case["id"] for case in cases}
     run.listen([("case", i) for i in ids] + [("phase_done", phase)])
     run.send({"cases": cases, "case_timeout": case_timeout})
     examples = sum(len(case.get("steps") or case.get("plan") or ()) for case in cases)
     taken, how, _ = run.collect(lambda r: _is_case(r, ids), "phase_done",
-                                min(case_timeout * examples, max(budget.left(), 0)) + 10)
+                                case_timeout * examples + 10)
     group.results.update((r["case"], r) for r in taken)
     if how != "done":
         group.notes.append((phase, _stopped(how, "while the tests ran", group.outputs)))
