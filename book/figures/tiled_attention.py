@@ -42,11 +42,11 @@ _draw.box(ax, bx, 40, 370, 250, "", "#fbfbfb", "#888888", 1.0)
 text(bx + 185, 62, "what each query carries from block to block", weight="bold")
 rows = [
     (r"$m$: the largest score so far", 94),
-    (r"$\ell$: the sum of $e^{s_j - m}$ so far", 118),
-    (r"$\mathbf{o}$: the sum of $e^{s_j - m}\,\mathbf{v}_j$ so far", 142),
+    (r"$\ell$: the sum of $\exp(s_j - m)$ so far", 118),
+    (r"$\mathbf{o}$: the sum of $\exp(s_j - m)\,\mathbf{v}_j$ so far", 142),
     (r"a block $B$: $M = \max(m, \max_{j \in B}\, s_j)$, then", 174),
-    (r"$\ell \leftarrow \ell\, e^{m - M} + \Sigma_{j \in B}\ e^{s_j - M}$", 198),
-    (r"$\mathbf{o} \leftarrow \mathbf{o}\, e^{m - M} + \Sigma_{j \in B}\ e^{s_j - M}\,"
+    (r"$\ell \leftarrow \ell\, \exp(m - M) + \Sigma_{j \in B}\ \exp(s_j - M)$", 198),
+    (r"$\mathbf{o} \leftarrow \mathbf{o}\, \exp(m - M) + \Sigma_{j \in B}\ \exp(s_j - M)\,"
      r"\mathbf{v}_j$,  $m \leftarrow M$", 224),
     (r"after the last block: output $\mathbf{o} / \ell$", 266),
 ]
