@@ -20,7 +20,7 @@ from ._checks import (check_array, check_bool, check_context, check_int, check_n
                       check_positive, check_prompt, check_rate, check_sampling,
                       check_token_ids, check_tokens)
 from .attention import MultiHeadAttention, _cached_steps, _next_position
-from .positional import (LearnedPositionalEmbedding, NoPositionalEncoding,
+from .positional import (LearnedPositionalEmbedding, NoPositionalEncoding, PositionalEncoding,
                          RotaryMultiHeadAttention)
 from .train import MaskedSoftmaxCELoss, grad_clipping
 from .transformer import AddNorm, PositionWiseFFN, _causal_lens, _check_bool, _embed
@@ -55,6 +55,11 @@ class GPTBlock(nn.Block):
         return Y if self.ffn is None else self.addnorm2.wrap(Y, self.ffn)
 
 
+# GPT's ``positions``: what is added to the embeddings (rotary positions add nothing there)
+_POSITIONS = {"learned": LearnedPositionalEmbedding, "sinusoidal": PositionalEncoding,
+              "rope": NoPositionalEncoding}
+
+
 class GPT(nn.Block):
     """A decoder-only Transformer language model.
 
@@ -64,8 +69,10 @@ class GPT(nn.Block):
     them in place and its tokens continue the cached ones, so feeding a sequence in one call
     or one token per call gives the same logits. Embeddings are scaled by sqrt(num_hiddens)
     as in the course's Transformer. ``positions``: "learned" (``max_len`` learned vectors
-    added to the embeddings) or "rope" (queries and keys rotated in every attention by
-    :func:`~d2lattn.positional.apply_rope`; ``max_len`` still bounds the positions).
+    added to the embeddings), "sinusoidal" (the fixed sinusoids of
+    :class:`~d2lattn.positional.PositionalEncoding` added) or "rope" (queries and keys
+    rotated in every attention by :func:`~d2lattn.positional.apply_rope`; ``max_len`` still
+    bounds the positions).
     ``num_kv_heads``: grouped-query attention; ``window``: sliding-window attention whose
     caches keep ``window`` keys (see :class:`MultiHeadAttention`).
     ``ffn_num_hiddens=0``: attention-only blocks. ``pre_norm``: see :class:`AddNorm` (a
@@ -81,11 +88,11 @@ class GPT(nn.Block):
         self.num_hiddens = check_int("num_hiddens", num_hiddens, minimum=1)
         self.max_len = check_int("max_len", max_len, minimum=1)
         vocab_size = check_int("vocab_size", vocab_size, minimum=1)
-        if positions not in ("learned", "rope"):
-            raise ValueError(f"positions must be 'learned' or 'rope', got {positions!r}")
+        if positions not in _POSITIONS:
+            raise ValueError(f"positions must be one of {', '.join(map(repr, _POSITIONS))}, "
+                             f"got {positions!r}")
         self.embedding = nn.Embedding(vocab_size, num_hiddens)
-        encoding = LearnedPositionalEmbedding if positions == "learned" else NoPositionalEncoding
-        self.pos_encoding = encoding(num_hiddens, dropout, max_len)
+        self.pos_encoding = _POSITIONS[positions](num_hiddens, dropout, max_len)
         self.blks = nn.Sequential()
         for _ in range(check_int("num_blocks", num_blocks, minimum=1)):
             self.blks.add(GPTBlock(num_hiddens, ffn_num_hiddens, num_heads, dropout,

@@ -9,6 +9,7 @@ import pytest
 from mxnet import init, np
 
 from d2lattn.gpt import GPT, generate
+from d2lattn.positional import sinusoidal_encoding
 from reference import np_gelu, np_grouped_heads, value
 from test_transformer import np_add_norm, np_dense, np_layer_norm, randomize
 
@@ -39,6 +40,8 @@ def np_gpt(net, X, positions, window):
     H = value(net.embedding.weight)[X] * math.sqrt(D)
     if positions == "learned":
         H = H + value(net.pos_encoding.embedding.weight)[:steps]
+    if positions == "sinusoidal":
+        H = H + sinusoidal_encoding(MAX_LEN, D)[:steps]
     rope = onp.arange(steps) if positions == "rope" else None
     causal = onp.broadcast_to(onp.arange(1, steps + 1), (batch, steps))
     for blk in net.blks:
@@ -50,7 +53,8 @@ def np_gpt(net, X, positions, window):
 
 
 COMBINATIONS = [(positions, kv, window) for positions in ("learned", "rope")
-                for kv in (None, 2, 1) for window in (None, 1, 3)]
+                for kv in (None, 2, 1) for window in (None, 1, 3)] + [
+                    ("sinusoidal", None, None), ("sinusoidal", 2, 3)]
 COMBINATION_IDS = [f"{p}-kv{kv}-w{w}" for p, kv, w in COMBINATIONS]
 
 
@@ -156,8 +160,8 @@ def test_runs_on_cpu1(cpu1):
 
 
 @pytest.mark.parametrize("kwargs, error, match", [
-    ({"positions": "sinusoidal"}, ValueError, "positions must be 'learned' or 'rope', got "
-                                              "'sinusoidal'"),
+    ({"positions": "absolute"}, ValueError, "positions must be one of 'learned', "
+                                            "'sinusoidal', 'rope', got 'absolute'"),
     ({"positions": None}, ValueError, "positions must be"),
     ({"num_kv_heads": 3}, ValueError, "num_heads must be divisible by num_kv_heads"),
     ({"num_kv_heads": 0}, ValueError, "num_kv_heads must be an int >= 1"),

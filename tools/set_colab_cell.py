@@ -53,7 +53,7 @@ if "google.colab" in sys.modules:
 
 def notebooks():
     """The chapters and the exercise masters (not the student versions), sorted."""
-    return sorted(ROOT.glob("book/0*.ipynb")) + sorted(ROOT.glob("exercises/ch*.ipynb"))
+    return sorted(ROOT.glob("book/[0-9]*.ipynb")) + sorted(ROOT.glob("exercises/ch*.ipynb"))
 
 
 def colab_cell(path):
