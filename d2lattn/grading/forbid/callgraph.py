@@ -96,7 +96,7 @@ def call_graph(package=PACKAGE):
                   and local.get(n.value.id, ("", "-"))[1] == ""}
         graph.edges[(module, name)] = {target for target in named
                                        if target in graph.nodes and target != (module, name)}
-    for module, exported in graph.exports.items():  # re-exports: follow to the definition
+    for exported in graph.exports.values():  # re-exports: follow to the definition
         for name, target in exported.items():
             while target not in graph.nodes and target[1] in graph.exports.get(target[0], {}):
                 target = graph.exports[target[0]][target[1]]
