@@ -73,21 +73,34 @@ def call_case(number, *calls):
 
 
 def processes_gone(token, seconds=10, part="cmdline"):
-    """True once no process's command line (or ``part``, e.g. "comm": its name) holds
-    ``token``: a killed sandbox's processes are ended by the kernel, a moment after its
-    first process."""
+    """True once no process started by this one (through any number of others) has ``token``
+    in its command line (or ``part``, e.g. "comm": its name): a killed sandbox's processes
+    are ended by the kernel, a moment after its first process."""
     deadline = time.monotonic() + seconds
-    while processes_with(token, part) and time.monotonic() < deadline:
+    while processes_with(token, part, mine=True) and time.monotonic() < deadline:
         time.sleep(0.1)
-    return processes_with(token, part) == []
+    return processes_with(token, part, mine=True) == []
 
 
-def processes_with(token, part="cmdline"):
+def processes_with(token, part="cmdline", mine=False):
+    """The pids of the processes with ``token`` in ``part`` of /proc/<pid>; ``mine``: only
+    those this process started (another test run's sandboxes may be running beside)."""
     found = []
     for path in Path("/proc").glob(f"[0-9]*/{part}"):
         try:
-            if token.encode() in path.read_bytes():
+            if token.encode() in path.read_bytes() and (not mine or _descends(path.parent)):
                 found.append(path.parent.name)
         except OSError:
             pass
     return found
+
+
+def _descends(proc):
+    """Whether the process of ``proc`` (/proc/<pid>) descends from this one."""
+    pid = int(proc.name)
+    while pid > 1:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+        pid = int(stat.rsplit(")", 1)[1].split()[1])  # the parent's pid
+        if pid == os.getpid():
+            return True
+    return False
