@@ -23,7 +23,7 @@ from .attention import MultiHeadAttention, _cached_steps, _next_position
 from .positional import (LearnedPositionalEmbedding, NoPositionalEncoding,
                          RotaryMultiHeadAttention)
 from .train import MaskedSoftmaxCELoss, grad_clipping
-from .transformer import AddNorm, PositionWiseFFN, _causal_lens, _check_bool, _embed
+from .transformer import AddNorm, PositionWiseFFN, _causal_lens, _embed
 
 
 class GPTBlock(nn.Block):
@@ -90,9 +90,9 @@ class GPT(nn.Block):
         for _ in range(check_int("num_blocks", num_blocks, minimum=1)):
             self.blks.add(GPTBlock(num_hiddens, ffn_num_hiddens, num_heads, dropout,
                                    pre_norm, positions == "rope", num_kv_heads, window))
-        self.norm = nn.LayerNorm() if _check_bool("pre_norm", pre_norm) else None
+        self.norm = nn.LayerNorm() if check_bool("pre_norm", pre_norm) else None
         # Sharing the embedding's ParameterDict makes Dense's weight the embedding's weight.
-        shared = self.embedding.params if _check_bool("tie_weights", tie_weights) else None
+        shared = self.embedding.params if check_bool("tie_weights", tie_weights) else None
         self.dense = nn.Dense(vocab_size, flatten=False, params=shared)
 
     def init_caches(self):
