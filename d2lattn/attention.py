@@ -486,7 +486,7 @@ def _extend_cache(cache, k, v):
     """Append projected keys and values to ``cache`` (a dict) and return the whole cache."""
     if "k" in _checked_cache(cache):
         if cache["k"].shape[::2] != k.shape[::2] or cache["v"].shape[::2] != v.shape[::2]:
-            raise ValueError("the cache must hold (batch * num_heads, steps, num_hiddens / "
+            raise ValueError("the cache must hold (batch * num_kv_heads, steps, num_hiddens / "
                              f"num_heads) arrays matching the new keys {k.shape}, got "
                              f"cache k {cache['k'].shape}, v {cache['v'].shape}")
         k = np.concatenate([cache["k"], k], axis=1)

@@ -139,6 +139,11 @@ def test_the_cache_holds_num_kv_heads_heads_and_decoding_equals_one_causal_call(
                                 atol=1e-4)
     with pytest.raises(ValueError, match="the cache must hold keys and values for the queries"):
         call(net, q[:1], X[:1, :0], X[:1, :0], None, cache)
+    # New keys for another batch: the message names the cache's rows as they are.
+    with pytest.raises(ValueError, match=r"the cache must hold \(batch \* num_kv_heads, steps, "
+                                         rf"num_hiddens / num_heads\) arrays matching the new "
+                                         rf"keys \({num_kv_heads}, 1, {H // HEADS}\)"):
+        call(net, q[:1, :1], X[:1, :1], X[:1, :1], None, cache)
 
 
 def test_grouped_query_attention_on_cpu1(cpu1):
