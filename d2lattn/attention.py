@@ -430,7 +430,9 @@ class MultiHeadAttention(gluon.nn.Block):
         group = self.num_heads // self.num_kv_heads
         rows, n, p = q.shape
         lens = None if kind in (None, "full") else valid_lens.repeat(self.num_kv_heads, axis=0)
-        if lens is not None and lens.ndim == 2 and group > 1:  # (rows, n) -> (rows, group * n)
+        if group == 1:  # multi-head attention: no reshape, an operator call each (bench/mha.py)
+            return self.attention._attend(q, k, v, lens, kind)
+        if lens is not None and lens.ndim == 2:  # (rows, n) -> (rows, group * n)
             lens = np.tile(lens, (1, group))
         out = self.attention._attend(q.reshape(rows // group, group * n, p), k, v, lens, kind)
         return out.reshape(rows, n, p)
