@@ -430,7 +430,7 @@ class MultiHeadAttention(gluon.nn.Block):
         group = self.num_heads // self.num_kv_heads
         rows, n, p = q.shape
         lens = None if kind in (None, "full") else valid_lens.repeat(self.num_kv_heads, axis=0)
-        if group == 1:  # multi-head attention: no reshape, an operator call each (bench/mha.py)
+        if group == 1:  # multi-head attention: no reshape, an operator each (bench/decoding.py)
             return self.attention._attend(q, k, v, lens, kind)
         if lens is not None and lens.ndim == 2:  # (rows, n) -> (rows, group * n)
             lens = np.tile(lens, (1, group))

@@ -53,7 +53,7 @@ def kernel_scores(kernel, d, bandwidth):
 
 def gaussian_scores(d, scaled):
     """The Gaussian's scores -u^2 / 2 of u = scaled(d) (d (m, n), ``scaled`` linear), less
-    each row's largest: -scaled(|d| - r) * scaled(|d| + r) / 2 with r the distance of the
+    each row's largest: -|scaled(|d| - r)| |scaled(|d| + r)| / 2 with r the distance of the
     row's nearest key. The nearest key scores 0 and the others below 0 or -inf however small
     the bandwidth (u^2 itself overflows to inf for every key, and inf - inf is NaN)."""
     dist = np.abs(d)
