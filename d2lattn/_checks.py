@@ -217,8 +217,14 @@ def check_same_shape(X, Y):
     residual connection X + Y followed by a LayerNorm needs."""
     if X.shape != Y.shape:
         raise ValueError(f"X and Y must have the same shape, got X {X.shape}, Y {Y.shape}")
-    if X.shape[-1:] == (0,):  # nothing to normalise; the LayerNorm cannot be sized
-        raise ValueError(f"X must have a width (last axis) >= 1, got shape {X.shape}")
+    check_width("X", X)  # nothing to normalise; the LayerNorm cannot be sized
+
+
+def check_width(name, X):
+    """Raise unless ``X`` (..., d) has a width d >= 1, as a layer on its rows needs (an empty
+    batch or no steps are fine)."""
+    if X.shape[-1:] in ((), (0,)):
+        raise ValueError(f"{name} must have a width (last axis) >= 1, got shape {X.shape}")
 
 
 def check_sequence_loss(pred, label, valid_len):

@@ -10,6 +10,41 @@ class Dropout(gluon.nn.Dropout):
         return super().forward(x) if self._rate > 0 and autograd.is_training() else x
 
 
+class Dense(gluon.nn.Dense):
+    """Gluon's Dense on the last axis (``flatten=False``) that also takes an empty input.
+
+    X (..., in) -> (..., units). On an empty X, MXNet 1.9.1's FullyConnected writes no
+    parameter gradient: the last step's stays (and an optimizer applies it again), or none
+    was ever allocated and reading it fails. There the layer runs on one row of zeros
+    instead, whose output is dropped: every gradient is written, and is 0.
+    """
+
+    def __init__(self, units, **kwargs):
+        super().__init__(units, flatten=False, **kwargs)
+
+    def forward(self, x):
+        return on_rows(super().forward, x)
+
+
+class LayerNorm(gluon.nn.LayerNorm):
+    """Gluon's LayerNorm over the last axis that also takes an empty input: as for
+    :class:`Dense`, MXNet 1.9.1 writes no gradient of gamma and beta there."""
+
+    def forward(self, x):
+        return on_rows(super().forward, x)
+
+
+def on_rows(layer, X):
+    """``layer(X)`` for a ``layer`` that maps each row X[..., :] on its own, (..., d) ->
+    (..., out), with every parameter gradient written (0) when X is empty: the layer then
+    sees X's rows and one row of zeros, and the output of that row is dropped."""
+    if X.size:
+        return layer(X)
+    rows = X.reshape(-1, X.shape[-1])
+    out = layer(np.concatenate([rows, np.zeros((1, X.shape[-1]), dtype=X.dtype, ctx=X.ctx)]))
+    return out[:0].reshape(X.shape[:-1] + out.shape[1:])
+
+
 def transpose(X, axes):
     """``X.transpose(*axes)`` for an mxnet.np array, gradient included.
 

@@ -430,7 +430,9 @@ class MultiHeadAttention(gluon.nn.Block):
         group = self.num_heads // self.num_kv_heads
         rows, n, p = q.shape
         lens = None if kind in (None, "full") else valid_lens.repeat(self.num_kv_heads, axis=0)
-        if lens is not None and lens.ndim == 2 and group > 1:  # (rows, n) -> (rows, group * n)
+        if group == 1:  # multi-head attention: no reshape, an operator each (bench/decoding.py)
+            return self.attention._attend(q, k, v, lens, kind)
+        if lens is not None and lens.ndim == 2:  # (rows, n) -> (rows, group * n)
             lens = np.tile(lens, (1, group))
         out = self.attention._attend(q.reshape(rows // group, group * n, p), k, v, lens, kind)
         return out.reshape(rows, n, p)
@@ -486,7 +488,7 @@ def _extend_cache(cache, k, v):
     """Append projected keys and values to ``cache`` (a dict) and return the whole cache."""
     if "k" in _checked_cache(cache):
         if cache["k"].shape[::2] != k.shape[::2] or cache["v"].shape[::2] != v.shape[::2]:
-            raise ValueError("the cache must hold (batch * num_heads, steps, num_hiddens / "
+            raise ValueError("the cache must hold (batch * num_kv_heads, steps, num_hiddens / "
                              f"num_heads) arrays matching the new keys {k.shape}, got "
                              f"cache k {cache['k'].shape}, v {cache['v'].shape}")
         k = np.concatenate([cache["k"], k], axis=1)

@@ -16,6 +16,7 @@ import numpy as onp
 from mxnet import autograd, gluon, np
 from mxnet.gluon import nn
 
+from ._checks import check_bool as _check_bool  # the name Chapter 9's GPT listing shows
 from ._checks import (check_array, check_bool, check_context, check_int, check_ndarray,
                       check_positive, check_prompt, check_rate, check_sampling,
                       check_token_ids, check_tokens)
@@ -23,7 +24,7 @@ from .attention import MultiHeadAttention, _cached_steps, _next_position
 from .positional import (LearnedPositionalEmbedding, NoPositionalEncoding, PositionalEncoding,
                          RotaryMultiHeadAttention)
 from .train import MaskedSoftmaxCELoss, grad_clipping
-from .transformer import AddNorm, PositionWiseFFN, _causal_lens, _check_bool, _embed
+from .transformer import AddNorm, PositionWiseFFN, _causal_lens, _embed
 
 
 class GPTBlock(nn.Block):

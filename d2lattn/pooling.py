@@ -33,17 +33,37 @@ def epanechnikov(u):
     return np.maximum(0, 1 - u**2)
 
 
-def kernel_scores(kernel, u):
-    """The attention scores a = log K(u) of ``kernel``; -inf where K(u) = 0.
+def kernel_scores(kernel, d, bandwidth):
+    """The attention scores a = log K(u) of ``kernel`` for u = d / ``bandwidth``, where d
+    (m, n) are the differences between queries and keys, up to a constant per row (which the
+    softmax ignores); -inf where K(u) = 0.
 
-    The Gaussian's score is written out, -u^2 / 2, so that a tiny bandwidth gives
-    nearest-neighbour weights instead of 0 / 0. A kernel is a weight: its values must be
-    finite and >= 0 (a singular or negative one would give inf or NaN weights).
+    The Gaussian's score -u^2 / 2 is written out, less the row's largest (that of its
+    nearest key), so that a tiny bandwidth gives nearest-neighbour weights instead of 0 / 0,
+    and never forms u, which overflows for a subnormal bandwidth. A kernel is a weight: its
+    values must be finite and >= 0 (a singular or negative one would give inf or NaN weights).
     """
+    h = np.array(bandwidth, dtype=d.dtype, ctx=d.ctx)  # MXNet reads no subnormal scalar
     if kernel is gaussian:
-        return -u**2 / 2
+        return gaussian_scores(d, lambda x: x / h)
+    u = d / h
     values = check_kernel_values(kernel(u), u)
     return np.log(values)
+
+
+def gaussian_scores(d, scaled):
+    """The Gaussian's scores -u^2 / 2 of u = scaled(d) (d (m, n), ``scaled`` linear), less
+    each row's largest: -|scaled(|d| - r)| |scaled(|d| + r)| / 2 with r the distance of the
+    row's nearest key. The nearest key scores 0 and the others below 0 or -inf however small
+    the bandwidth (u^2 itself overflows to inf for every key, and inf - inf is NaN)."""
+    dist = np.abs(d)
+    nearest = dist.min(axis=-1, keepdims=True)
+    # Factors bounded (by an array: MXNet reads no scalar that large): no 0 * inf in the
+    # scores or their gradient.
+    big = np.array(onp.finfo(d.dtype).max, dtype=d.dtype, ctx=d.ctx)
+    below, above = (np.minimum(np.abs(scaled(x)), big)
+                    for x in (dist - nearest, dist + nearest))
+    return -below * above / 2
 
 
 def nadaraya_watson(x_train, y_train, x_query, kernel=gaussian, bandwidth=1.0):
@@ -52,8 +72,8 @@ def nadaraya_watson(x_train, y_train, x_query, kernel=gaussian, bandwidth=1.0):
     x_train, y_train: (n,); x_query: (m,). Returns (predictions (m,), weights (m, n)),
     each weight row summing to 1, on the context of ``x_train``. A query with no training
     point inside a compact kernel's support gets all-zero weights and the prediction 0
-    (the estimator is undefined there), never NaN. Scores are computed in float64, so
-    bandwidths down to about 1e-150 stay exact.
+    (the estimator is undefined there), never NaN. Scores are computed in float64, and
+    stay exact for any positive bandwidth, subnormal ones included.
     """
     x_train = _as_vector(x_train, "x_train")
     y_train = _as_vector(y_train, "y_train", x_train.ctx)
@@ -65,8 +85,8 @@ def nadaraya_watson(x_train, y_train, x_query, kernel=gaussian, bandwidth=1.0):
     if x_query.shape[0] == 0:
         return (np.zeros((0,), dtype=y_train.dtype, ctx=x_train.ctx),
                 np.zeros((0, x_train.shape[0]), dtype=y_train.dtype, ctx=x_train.ctx))
-    u = (x_query.reshape(-1, 1) - x_train.reshape(1, -1)).astype("float64") / bandwidth
-    weights = softmax_rows(kernel_scores(kernel, u)).astype(y_train.dtype)
+    d = x_query.astype("float64").reshape(-1, 1) - x_train.astype("float64").reshape(1, -1)
+    weights = softmax_rows(kernel_scores(kernel, d, bandwidth)).astype(y_train.dtype)
     return np.dot(weights, y_train), weights
 
 
@@ -106,8 +126,9 @@ class NWKernelRegression(gluon.nn.Block):
     """Parametric attention pooling: a Gaussian kernel whose width is learned.
 
     The score of query q and key k is -((q - k) w)^2 / 2 with a learned scalar w, so the
-    bandwidth is 1 / |w|. ``forward(queries (m,), keys (m, n), values (m, n))`` returns
-    (m,) predictions and keeps the (m, n) weights in ``attention_weights``.
+    bandwidth is 1 / |w|; :func:`gaussian_scores` keeps the weights finite for any w.
+    ``forward(queries (m,), keys (m, n), values (m, n))`` returns (m,) predictions and
+    keeps the (m, n) weights in ``attention_weights``.
     """
 
     def __init__(self, **kwargs):
@@ -117,7 +138,8 @@ class NWKernelRegression(gluon.nn.Block):
 
     def forward(self, queries, keys, values):
         check_row_keys(queries, keys, values)
-        scores = -((queries.reshape(-1, 1) - keys) * self.w.data(queries.ctx)) ** 2 / 2
+        w = self.w.data(queries.ctx)
+        scores = gaussian_scores(queries.reshape(-1, 1) - keys, lambda x: x * w)
         self.attention_weights = npx.softmax(scores, axis=-1)
         return (self.attention_weights * values).sum(axis=1)
 

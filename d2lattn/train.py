@@ -112,6 +112,13 @@ class MaskedSoftmaxCELoss(gluon.nn.Block):
         return _sum_last_axis(_nan_where_pytorch_is(pred, nll) * mask)
 
 
+def _float32_if_half(x):
+    """``x`` in float32 if it is float16, else ``x`` itself: float16 sums saturate (over
+    30,522 classes a log-sum-exp of zeros gives 7.6 for log 30522 = 10.3) and count 2049
+    as 2048."""
+    return x.astype("float32") if x.dtype == onp.float16 else x
+
+
 def _nan_where_pytorch_is(pred, nll):
     """``nll`` (batch, steps) with NaN where a logit of ``pred`` is NaN or +inf: log_softmax
     skips a NaN logit and gives inf for a +inf one, where PyTorch's loss is NaN.
@@ -265,7 +272,9 @@ def bert_batch_loss(net, tokens, segments, valid_lens, pred_positions, mlm_weigh
     as yielded by :func:`d2lattn.data.pretrain.load_data_bert`, on the model's device).
 
     Returns ``(mlm, nsp)``: the cross-entropy averaged over the real prediction slots
-    (``mlm_weights`` 1; padding slots weigh 0) and over the sentence pairs.
+    (``mlm_weights`` 1; padding slots weigh 0) and over the sentence pairs. Float16 logits
+    and weights are computed in float32, as in :class:`MaskedSoftmaxCELoss`, and give
+    float32 losses.
     """
     _, mlm_Y_hat, nsp_Y_hat = net(tokens, segments, valid_lens, pred_positions)
     check_labels("mlm_labels", mlm_labels, mlm_Y_hat)
@@ -273,7 +282,8 @@ def bert_batch_loss(net, tokens, segments, valid_lens, pred_positions, mlm_weigh
     if mlm_weights.shape != mlm_labels.shape:
         raise ValueError(f"mlm_weights must be shaped like mlm_labels {mlm_labels.shape}, got "
                          f"{mlm_weights.shape}")
-    weights = mlm_weights.reshape(-1)
+    mlm_Y_hat, nsp_Y_hat = _float32_if_half(mlm_Y_hat), _float32_if_half(nsp_Y_hat)
+    weights = _float32_if_half(mlm_weights.reshape(-1))
     mlm = _CE(mlm_Y_hat.reshape(-1, mlm_Y_hat.shape[-1]), mlm_labels.reshape(-1)) * weights
     return mlm.sum() / np.maximum(weights.sum(), 1), _CE(nsp_Y_hat, nsp_labels).mean()
 

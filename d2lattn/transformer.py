@@ -13,9 +13,9 @@ import math
 from mxnet import np, npx
 from mxnet.gluon import nn
 
-from ._checks import (check_int, check_positive, check_rate, check_same_shape,
-                      check_step_tokens, check_token_ids, check_tokens)
-from ._ops import Dropout
+from ._checks import (check_bool, check_int, check_positive, check_rate, check_same_shape,
+                      check_step_tokens, check_token_ids, check_tokens, check_width)
+from ._ops import Dense, Dropout, LayerNorm
 from .attention import MultiHeadAttention
 from .positional import PositionalEncoding
 from .seq2seq import AttentionDecoder, Encoder
@@ -29,22 +29,22 @@ _ACTIVATIONS = {"relu": lambda X: npx.relu(X),
 class PositionWiseFFN(nn.Block):
     """The same two-layer MLP at every position: Dense(ffn_num_hiddens), activation, Dense.
 
-    X (..., steps, d) -> (..., steps, ffn_num_outputs). ``activation``: "relu" (Vaswani et
+    X (..., steps, d) -> (..., steps, ffn_num_outputs); an empty X (a batch of 0, or no
+    steps) gives an empty output and gradients of 0. ``activation``: "relu" (Vaswani et
     al.) or "gelu" (BERT, GPT).
     """
 
     def __init__(self, ffn_num_hiddens, ffn_num_outputs, activation="relu", **kwargs):
         super().__init__(**kwargs)
-        self.dense1 = nn.Dense(check_int("ffn_num_hiddens", ffn_num_hiddens, minimum=1),
-                               flatten=False)
-        self.dense2 = nn.Dense(check_int("ffn_num_outputs", ffn_num_outputs, minimum=1),
-                               flatten=False)
+        self.dense1 = Dense(check_int("ffn_num_hiddens", ffn_num_hiddens, minimum=1))
+        self.dense2 = Dense(check_int("ffn_num_outputs", ffn_num_outputs, minimum=1))
         if activation not in _ACTIVATIONS:
             raise ValueError(f"activation must be one of {sorted(_ACTIVATIONS)}, got "
                              f"{activation!r}")
         self.activation = activation
 
     def forward(self, X):
+        check_width("X", X)
         return self.dense2(_ACTIVATIONS[self.activation](self.dense1(X)))
 
 
@@ -67,8 +67,8 @@ class AddNorm(nn.Block):
     def __init__(self, dropout, pre_norm=False, norm_eps=1e-5, **kwargs):
         super().__init__(**kwargs)
         self.dropout = Dropout(check_rate("dropout", dropout))
-        self.ln = nn.LayerNorm(epsilon=check_positive("norm_eps", norm_eps))
-        self.pre_norm = _check_bool("pre_norm", pre_norm)
+        self.ln = LayerNorm(epsilon=check_positive("norm_eps", norm_eps))
+        self.pre_norm = check_bool("pre_norm", pre_norm)
 
     def sublayer_input(self, X):
         """What the sublayer sees: LN(X) with pre-norm, X itself with post-norm."""
@@ -125,7 +125,7 @@ class TransformerEncoder(Encoder):
         for _ in range(check_int("num_blks", num_blks, minimum=1)):
             self.blks.add(TransformerEncoderBlock(num_hiddens, ffn_num_hiddens, num_heads,
                                                   dropout, use_bias, pre_norm))
-        self.norm = nn.LayerNorm() if _check_bool("pre_norm", pre_norm) else None
+        self.norm = nn.LayerNorm() if check_bool("pre_norm", pre_norm) else None
 
     def forward(self, X, valid_lens=None):
         check_tokens("X", X, valid_lens)
@@ -210,9 +210,9 @@ class TransformerDecoder(AttentionDecoder):
         for i in range(self.num_blks):
             self.blks.add(TransformerDecoderBlock(num_hiddens, ffn_num_hiddens, num_heads,
                                                   dropout, i, pre_norm))
-        self.norm = nn.LayerNorm() if _check_bool("pre_norm", pre_norm) else None
+        self.norm = nn.LayerNorm() if check_bool("pre_norm", pre_norm) else None
         # Sharing the embedding's ParameterDict makes Dense's weight the embedding's weight.
-        shared = self.embedding.params if _check_bool("tie_weights", tie_weights) else None
+        shared = self.embedding.params if check_bool("tie_weights", tie_weights) else None
         self.dense = nn.Dense(vocab_size, flatten=False, params=shared)
 
     def init_state(self, enc_outputs, enc_valid_lens=None):
@@ -274,9 +274,3 @@ def _reorder_heads(cached, indices, batch):
     """Rows ``indices`` of a per-head cache (batch * num_heads, steps, p), heads kept together."""
     rows, steps, p = cached.shape
     return cached.reshape(batch, rows // batch, steps, p)[indices].reshape(-1, steps, p)
-
-
-def _check_bool(name, value):
-    if not isinstance(value, bool):
-        raise TypeError(f"{name} must be True or False, got {value!r}")
-    return value

@@ -7,7 +7,7 @@ import pytest
 from mxnet import autograd, np, npx
 
 from d2lattn.attention import (DotProductAttention, MultiHeadAttention, SlidingWindowAttention,
-                               tiled_attention)
+                               tiled_attention, transpose_output, transpose_qkv)
 from reference import MHA_LAYERS, np_grouped_heads, np_mask, np_softmax_where
 
 B, Q, K, H, HEADS = 2, 4, 6, 16, 4
@@ -62,6 +62,26 @@ def test_num_kv_heads_equal_to_num_heads_is_todays_multihead_attention():
                                        call(old, q, k, v, lens).asnumpy())
         onp.testing.assert_array_equal(new.attention_weights.asnumpy(),
                                        old.attention_weights.asnumpy())
+
+
+@pytest.mark.parametrize("lens", LENS, ids=LENS_IDS)
+def test_multi_head_attention_reshapes_no_more_than_before_grouped_query(monkeypatch, lens):
+    # Each reshape is an operator call, and decoding one token of a small model makes about
+    # a hundred (bench/decoding.py): the grouping of query heads is skipped for groups of 1.
+    calls = []
+    reshape = np.ndarray.reshape
+    monkeypatch.setattr(np.ndarray, "reshape",
+                        lambda self, *args, **kw: calls.append(1) or reshape(self, *args, **kw))
+    net = make()
+    call(net, *inputs())
+    calls.clear()
+    call(net, *inputs(), lens)
+    made = len(calls)
+    calls.clear()  # what multi-head attention needs: heads split and joined, one attention
+    q, k, v = (transpose_qkv(np.ones((B, n, H)), HEADS) for n in (Q, K, K))
+    per_head = None if lens is None else as_np(lens, "int32").repeat(HEADS, axis=0)
+    transpose_output(net.attention(q, k, v, per_head), HEADS)
+    assert made == len(calls)
 
 
 @pytest.mark.parametrize("num_kv_heads", [1, 2, 4])
@@ -139,6 +159,11 @@ def test_the_cache_holds_num_kv_heads_heads_and_decoding_equals_one_causal_call(
                                 atol=1e-4)
     with pytest.raises(ValueError, match="the cache must hold keys and values for the queries"):
         call(net, q[:1], X[:1, :0], X[:1, :0], None, cache)
+    # New keys for another batch: the message names the cache's rows as they are.
+    with pytest.raises(ValueError, match=r"the cache must hold \(batch \* num_kv_heads, steps, "
+                                         rf"num_hiddens / num_heads\) arrays matching the new "
+                                         rf"keys \({num_kv_heads}, 1, {H // HEADS}\)"):
+        call(net, q[:1, :1], X[:1, :1], X[:1, :1], None, cache)
 
 
 def test_grouped_query_attention_on_cpu1(cpu1):

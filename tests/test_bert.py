@@ -2,6 +2,7 @@
 here, including broken ones), the real all-MiniLM-L6-v2 against outputs of the reference
 implementation (stored; live when torch and transformers are installed), pretraining, devices."""
 import json
+import math
 
 import mxnet as mx
 import numpy as onp
@@ -337,6 +338,44 @@ def test_bert_batch_loss_weighs_the_real_predictions_only():
     onp.testing.assert_allclose(float(mlm), -onp.mean(picked), rtol=1e-5)
     nsp_logp = log_softmax(nsp_hat.asnumpy().astype(float))
     onp.testing.assert_allclose(float(nsp), -onp.mean(nsp_logp[[0, 1, 2], [1, 0, 1]]), rtol=1e-5)
+
+
+class Logits:
+    """A stand-in for a BERTModel that returns the given MLM and NSP logits."""
+
+    def __init__(self, mlm_hat, nsp_hat):
+        self.mlm_hat, self.nsp_hat = mlm_hat, nsp_hat
+
+    def __call__(self, tokens, segments, valid_lens, pred_positions):
+        return None, self.mlm_hat, self.nsp_hat
+
+
+@pytest.mark.parametrize("vocab", [30522, 50257])  # BERT's and GPT-2's vocabularies
+def test_bert_batch_loss_of_float16_logits_is_computed_in_float32(vocab):
+    # A float16 log-sum-exp over 30,522 zeros saturates: 7.625 for log 30522 = 10.33.
+    rng = onp.random.default_rng(0)
+    mlm_hat = rng.normal(size=(2, 3, vocab)).astype("float16")
+    nsp_hat = rng.normal(size=(2, 2)).astype("float16")
+    labels, nsp = rng.integers(0, vocab, size=(2, 3)), onp.array([1, 0])
+    weights = onp.array([[1, 1, 0], [1, 0, 0]], dtype="float16")
+    mlm, nsp_loss = bert_batch_loss(Logits(np.array(mlm_hat), np.array(nsp_hat)), None, None,
+                                    None, None, np.array(weights), np.array(labels),
+                                    np.array(nsp))
+    logp = log_softmax(mlm_hat.astype(float))
+    picked = onp.take_along_axis(logp, labels[..., None], -1)[..., 0]
+    assert mlm.dtype == nsp_loss.dtype == onp.float32
+    onp.testing.assert_allclose(float(mlm), -(picked * weights).sum() / 3, rtol=1e-5)
+    nsp_logp = log_softmax(nsp_hat.astype(float))
+    onp.testing.assert_allclose(float(nsp_loss), -nsp_logp[[0, 1], nsp].mean(), rtol=1e-5)
+
+
+def test_bert_batch_loss_counts_float16_weights_in_float32():
+    # 2049 prediction slots of weight 1: float16 counts them as 2048.
+    mlm_hat = np.zeros((1, 2049, 4), dtype="float16")
+    mlm, _ = bert_batch_loss(Logits(mlm_hat, np.zeros((1, 2), dtype="float16")), None, None,
+                             None, None, np.ones((1, 2049), dtype="float16"),
+                             np.zeros((1, 2049)), np.zeros((1,)))
+    assert float(mlm) == pytest.approx(math.log(4), rel=1e-5)  # float16: 1.387
 
 
 class Repeat:

@@ -93,18 +93,47 @@ def test_epanechnikov_kernel_values():
     onp.testing.assert_allclose(got, [1, 0.75, 0.75, 0, 0])  # max(0, 1 - u^2)
 
 
-def test_kernel_scores_are_log_kernels():
-    u = onp.array([-2.5, -1, -0.3, 0, 0.7, 0.99, 1.5])
+@pytest.mark.parametrize("bandwidth", [1.0, 0.5])
+def test_kernel_scores_are_log_kernels(bandwidth):
+    d = onp.array([[-2.5, -1, -0.3, 0, 0.7, 0.99, 1.5], [-3, 1.2, 2, 0.4, -1.1, 3, 0.5]])
     for kernel, np_kernel in NP_KERNELS.items():
         with onp.errstate(divide="ignore"):
-            expected = onp.log(np_kernel(u))
-        got = kernel_scores(kernel, as_np(u)).asnumpy()
-        onp.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-6, err_msg=kernel.__name__)
+            expected = onp.log(np_kernel(d / bandwidth))
+        if kernel is gaussian:  # less each row's largest score, which the softmax ignores
+            expected -= expected.max(axis=1, keepdims=True)
+        got = kernel_scores(kernel, np.array(d), bandwidth).asnumpy()
+        onp.testing.assert_allclose(got, expected, rtol=1e-12, atol=1e-12,
+                                    err_msg=kernel.__name__)
 
 
 def test_gaussian_scores_stay_finite_where_the_kernel_underflows():
-    got = kernel_scores(gaussian, as_np([100.0, 1e4])).asnumpy()
-    onp.testing.assert_allclose(got, [-5e3, -5e7])  # -u^2 / 2, not log(0) = -inf
+    got = kernel_scores(gaussian, np.array([[100.0, 1e4]]), 1.0).asnumpy()
+    onp.testing.assert_allclose(got, [[0, -(1e8 - 1e4) / 2]])  # -u^2 / 2 + 5e3, not log 0
+
+
+# Bandwidths where (q - k) / h or its square overflows float64, or that MXNet cannot read as
+# a scalar (subnormal): the Gaussian weights are still the nearest key's (ties split).
+TINY = [1e-155, 1e-200, 1e-300, 1e-310, 5e-324]
+
+
+@pytest.mark.parametrize("bandwidth", TINY)
+def test_tiny_and_subnormal_gaussian_bandwidths_give_the_nearest_key(bandwidth):
+    pred, weights = nadaraya_watson([0.0, 1.0, 2.0, 3.0], [1.0, 2.0, 3.0, 4.0],
+                                    [0.2, 1.9, 2.5, 1e3], bandwidth=bandwidth)
+    onp.testing.assert_array_equal(weights.asnumpy(), [[1, 0, 0, 0], [0, 0, 1, 0],
+                                                       [0, 0, 0.5, 0.5], [0, 0, 0, 1]])
+    onp.testing.assert_array_equal(pred.asnumpy(), [1, 3, 3.5, 4])
+
+
+@pytest.mark.parametrize("bandwidth", [1e-310, 5e-324])
+@pytest.mark.parametrize("kernel", [boxcar, epanechnikov, constant], ids=lambda k: k.__name__)
+def test_subnormal_bandwidths_work_with_every_kernel(kernel, bandwidth):
+    # Only a training point equal to the query is within a compact kernel's support.
+    pred, weights = nadaraya_watson([0.0, 1.0, 2.0], [5.0, 6.0, 7.0], [1.0, 0.5], kernel,
+                                    bandwidth)
+    expected = onp.full((2, 3), 1 / 3) if kernel is constant else [[0, 1, 0], [0, 0, 0]]
+    onp.testing.assert_allclose(weights.asnumpy(), expected, rtol=1e-6)
+    onp.testing.assert_allclose(pred.asnumpy(), [6, 6] if kernel is constant else [6, 0])
 
 
 # --- softmax_rows -----------------------------------------------------------------------------
@@ -298,6 +327,18 @@ def test_nw_regression_with_unit_width_equals_gaussian_nadaraya_watson(regressio
 @pytest.mark.parametrize("w, bandwidth", [(1.0, 1.0), (4.0, 0.25), (-0.5, 2.0)])
 def test_nw_regression_bandwidth_is_inverse_abs_w(w, bandwidth):
     assert make_net(w).bandwidth == pytest.approx(bandwidth)
+
+
+@pytest.mark.parametrize("w", [1e20, -1e30, 3e38])
+def test_nw_regression_with_a_tiny_bandwidth_weighs_the_nearest_key(w):
+    # ((q - k) w)^2 overflows float32 for every key: the scores were all -inf, the weights NaN.
+    net = make_net(w)
+    with autograd.record():
+        out = net(as_np([0.2, 1.5]), as_np([[0, 1, 2], [1, 2, 3]]), as_np([[5, 6, 7], [1, 2, 3]]))
+    out.backward()
+    onp.testing.assert_array_equal(net.attention_weights.asnumpy(), [[1, 0, 0], [0.5, 0.5, 0]])
+    onp.testing.assert_array_equal(out.asnumpy(), [5, 1.5])
+    assert float(net.w.grad()[0]) == 0  # the weights are saturated: a step in w changes nothing
 
 
 def test_nw_regression_gradient_matches_numpy(regression_data):

@@ -195,6 +195,52 @@ def test_ffn_rejects_bad_sizes(args, name):
         PositionWiseFFN(4, 3, activation="tanh")
 
 
+def step_on_empty_then_check(block, call, full, empty):
+    """Train ``block`` one SGD step on ``call(block, full)``, then backward on ``call(block,
+    empty)`` (``full``, ``empty``: one input each): the output must be empty, every parameter
+    gradient 0 (not the last step's) and a second SGD step must leave the parameters as they
+    were."""
+    block.initialize(init.Normal(0.5))
+    trainer = gluon.Trainer(block.collect_params(), "sgd", {"learning_rate": 1.0})
+    for X in (full, empty):
+        X.attach_grad()
+        with autograd.record():
+            out = call(block, X)
+            (out ** 2).sum().backward()
+        before = {name: value(p) for name, p in block.collect_params().items()}
+        trainer.step(1)
+    assert out.shape[:-1] == empty.shape[:-1] and X.grad.shape == empty.shape
+    for name, param in block.collect_params().items():
+        onp.testing.assert_array_equal(param.grad().asnumpy(), 0, err_msg=name)
+        onp.testing.assert_array_equal(value(param), before[name], err_msg=name)
+
+
+FULL = np.array(onp.random.default_rng(0).normal(size=(2, 3, 4)), dtype="float32")
+
+
+@pytest.mark.parametrize("shape", [(0, 3, 4), (2, 0, 4), (0, 4)])
+@pytest.mark.parametrize("activation", ["relu", "gelu"])
+def test_ffn_of_an_empty_batch_gives_empty_output_and_zero_gradients(shape, activation):
+    # MXNet's Dense alone leaves its weight gradients unwritten there: stale, or unallocated.
+    step_on_empty_then_check(PositionWiseFFN(5, 3, activation), lambda ffn, X: ffn(X),
+                             FULL.copy(), np.ones(shape))
+
+
+@NORMS
+@pytest.mark.parametrize("shape", [(0, 3, 4), (2, 0, 4)])
+def test_add_norm_of_an_empty_batch_gives_empty_output_and_zero_gradients(pre_norm, shape):
+    step_on_empty_then_check(AddNorm(0.0, pre_norm), lambda a, X: a.wrap(X, lambda Z: Z * Z),
+                             FULL.copy(), np.ones(shape))
+
+
+@pytest.mark.parametrize("shape", [(2, 3, 0), ()])
+def test_ffn_rejects_an_input_without_width(shape):
+    ffn = PositionWiseFFN(5, 3)
+    ffn.initialize()
+    with pytest.raises(ValueError, match=r"X must have a width \(last axis\) >= 1, got shape"):
+        ffn(np.ones(shape))
+
+
 def test_add_norm_uses_its_epsilon():
     # A row with variance 1e-6: LN gives (x - mean) / sqrt(1e-6 + eps), far from 1 for eps 1e-5.
     x = np.array([[[0.0, 0.002]]]) - 0.001
@@ -250,7 +296,7 @@ def test_add_norm_rejects_bad_input():
     add_norm.initialize()
     with pytest.raises(ValueError, match=r"X and Y must have the same shape, got X \(2, 3, 4\)"):
         add_norm(np.ones((2, 3, 4)), np.ones((2, 3, 5)))
-    with pytest.raises(TypeError, match="pre_norm must be True or False, got 'yes'"):
+    with pytest.raises(TypeError, match="pre_norm must be a bool, got 'yes'"):
         AddNorm(0.1, pre_norm="yes")
     with pytest.raises(ValueError, match=r"dropout must be a number in \[0, 1\)"):
         AddNorm(1.0)
@@ -504,9 +550,9 @@ def test_bad_sizes(make, match):
 
 
 def test_bad_flags():
-    with pytest.raises(TypeError, match="tie_weights must be True or False, got 1"):
+    with pytest.raises(TypeError, match="tie_weights must be a bool, got 1"):
         TransformerDecoder(VOCAB, D, FFN, HEADS, 1, 0.0, tie_weights=1)
-    with pytest.raises(TypeError, match="pre_norm must be True or False, got None"):
+    with pytest.raises(TypeError, match="pre_norm must be a bool, got None"):
         TransformerEncoder(VOCAB, D, FFN, HEADS, 1, 0.0, pre_norm=None)
 
 
