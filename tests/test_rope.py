@@ -1,7 +1,10 @@
-"""Rotary positions: apply_rope against Hugging Face Llama's rotate-half definition written in
-float64 NumPy, by hand, the relative-position property, gradients, float16, devices, bad
-input; RotaryMultiHeadAttention against NumPy, with its cache and grouped-query heads."""
+"""Rotary positions: apply_rope against values recorded from Hugging Face Llama's rotary code
+(tests/data/rope_reference.json), against its rotate-half definition written in float64 NumPy,
+by hand, the relative-position property, gradients, float16, devices, bad input;
+RotaryMultiHeadAttention against NumPy, with its cache and grouped-query heads."""
+import json
 import math
+from pathlib import Path
 
 import mxnet as mx
 import numpy as onp
@@ -47,6 +50,46 @@ def test_matches_llamas_rotate_half_in_float64(shape, base, dtype):
     assert got.shape == X.shape and got.dtype == onp.float32
     onp.testing.assert_allclose(got.asnumpy(), np_rope(X, positions, base), rtol=1e-5,
                                 atol=1e-5)
+
+
+# Recorded by tools/record_rope_fixture.py (never run by the tests).
+ROPE_REFERENCE = Path(__file__).with_name("data") / "rope_reference.json"
+
+
+def rope_cases():
+    with open(ROPE_REFERENCE) as f:
+        cases = json.load(f)["cases"]
+    return [pytest.param(case, id=f"d{case['d']}-base{case['base']:g}") for case in cases]
+
+
+def np_rope_interleaved(x, positions, base=10000.0):
+    """The other layout (Su et al.; GPT-J, Meta's Llama): features 2i and 2i + 1 form a plane."""
+    d = x.shape[-1]
+    angles = onp.outer(positions, 1.0 / base ** (onp.arange(0, d, 2) / d))
+    x1, x2 = x[..., 0::2], x[..., 1::2]
+    out = onp.empty_like(x)
+    out[..., 0::2] = x1 * onp.cos(angles) - x2 * onp.sin(angles)
+    out[..., 1::2] = x2 * onp.cos(angles) + x1 * onp.sin(angles)
+    return out
+
+
+@pytest.mark.parametrize("case", rope_cases())
+def test_matches_values_recorded_from_hugging_face_llama(case):
+    # Hugging Face transformers' Flax Llama rotary code in float32 (the file says which
+    # versions; for base 500000 its table with the base substituted, the file says so too).
+    X = onp.array(case["X"], dtype="float32")  # (heads, steps, d)
+    expected = onp.array(case["expected"], dtype="float32")
+    positions = case["positions"]
+    got = apply_rope(as_np(X), as_np(positions, "int32"), case["base"])
+    assert got.dtype == onp.float32 and got.shape == expected.shape
+    # Both round the angles (positions up to 96) to float32: they may differ by that.
+    onp.testing.assert_allclose(got.asnumpy(), expected, rtol=1e-5, atol=1e-5)
+    # The float64 NumPy transcription the other tests use agrees with the recording ...
+    onp.testing.assert_allclose(np_rope(X, positions, case["base"]), expected, rtol=1e-5,
+                                atol=1e-5)
+    # ... and the recording tells the layouts apart.
+    interleaved = np_rope_interleaved(X.astype(float), positions, case["base"])
+    assert not onp.allclose(interleaved, expected, rtol=1e-2, atol=1e-2)
 
 
 def test_float64_inputs_stay_float64():
