@@ -16,7 +16,6 @@ import numpy as onp
 from mxnet import autograd, gluon, np
 from mxnet.gluon import nn
 
-from ._checks import check_bool as _check_bool  # the name Chapter 9's GPT listing shows
 from ._checks import (check_array, check_bool, check_context, check_int, check_ndarray,
                       check_positive, check_prompt, check_rate, check_sampling,
                       check_token_ids, check_tokens)
@@ -98,9 +97,9 @@ class GPT(nn.Block):
         for _ in range(check_int("num_blocks", num_blocks, minimum=1)):
             self.blks.add(GPTBlock(num_hiddens, ffn_num_hiddens, num_heads, dropout,
                                    pre_norm, positions == "rope", num_kv_heads, window))
-        self.norm = nn.LayerNorm() if _check_bool("pre_norm", pre_norm) else None
+        self.norm = nn.LayerNorm() if check_bool("pre_norm", pre_norm) else None
         # Sharing the embedding's ParameterDict makes Dense's weight the embedding's weight.
-        shared = self.embedding.params if _check_bool("tie_weights", tie_weights) else None
+        shared = self.embedding.params if check_bool("tie_weights", tie_weights) else None
         self.dense = nn.Dense(vocab_size, flatten=False, params=shared)
 
     def init_caches(self):
