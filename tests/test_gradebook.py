@@ -14,7 +14,7 @@ import pytest
 
 from d2lattn.grading import grade, release
 from d2lattn.grading.__main__ import main
-from d2lattn.grading.batch.grade_folder import _named_assignment
+from d2lattn.grading.batch.grade_folder import named_assignment
 from d2lattn.grading.batch.gradebook import (Exports, Row, Student, canvas_column, changes,
                                              gradebook, read_roster, write_exports)
 from d2lattn.grading.master.notebook import cell_source, is_grader_cell, notebook_meta
@@ -251,13 +251,13 @@ def test_the_assignment_is_the_one_most_notebooks_name(tmp_path):
 
     for name in ("ch1", "ch2"):
         (tmp_path / f"{name}.json").write_text("{}")
-    assert _named_assignment([sub("ch1"), sub("ch1")], tmp_path) == "ch1"
-    assert _named_assignment([sub("ch2"), sub("ch1"), sub("ch2"), sub("ch9")], tmp_path) == \
+    assert named_assignment([sub("ch1"), sub("ch1")], tmp_path) == "ch1"
+    assert named_assignment([sub("ch2"), sub("ch1"), sub("ch2"), sub("ch9")], tmp_path) == \
         "ch2"  # the others get rows saying so; ch9 is no assignment of the bundle
-    assert _named_assignment([], tmp_path) is None
+    assert named_assignment([], tmp_path) is None
     with pytest.raises(ValueError, match=r"the submissions answer several assignments equally "
                                          r"often \(\{'ch1': 1, 'ch2': 1\}\): pass --assign"):
-        _named_assignment([sub("ch1"), sub("ch2")], tmp_path)
+        named_assignment([sub("ch1"), sub("ch2")], tmp_path)
 
 
 # --- the gradebook and its exports --------------------------------------------------------

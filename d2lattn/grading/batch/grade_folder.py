@@ -79,7 +79,7 @@ def grade(submissions, bundle, out, assignment=None, timeout=NOTEBOOK_SECONDS,
     subs, skipped = find_submissions(submissions, check_int("max_bytes", max_bytes, minimum=1),
                                      check_int("max_code", max_code, minimum=1))
     assignment, tests, release = load_bundle(bundle,
-                                             assignment or _named_assignment(subs, bundle))
+                                             assignment or named_assignment(subs, bundle))
     subs = [other_release(other_assignment(sub, assignment), release) for sub in subs]
     listed = read_roster(roster) if roster is not None else []
     out = Path(out)
@@ -139,7 +139,7 @@ def _check_shard(shard):
     return shard
 
 
-def _named_assignment(subs, bundle):
+def named_assignment(subs, bundle):
     """The bundle's assignment most readable notebooks name in their metadata (None if none
     does); ValueError if two are named equally often."""
     known = {path.stem for path in Path(bundle).glob("*.json")}
