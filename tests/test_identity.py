@@ -13,10 +13,11 @@ import pytest
 
 from d2lattn.grading import grade, release
 from d2lattn.grading.limits import MAX_STUDENT_CELL
-from d2lattn.grading.batch.gradebook import Exports, read_roster
+from d2lattn.grading.batch.gradebook import (Exports, Row, Student, gradebook, read_roster,
+                                             write_exports)
 from d2lattn.grading.batch.identity import HandIn, hand_in, plain_name
 from d2lattn.grading.batch.submissions import (Submission, find_submissions, name_students,
-                                               student_identity)
+                                               safe_id, student_identity)
 from grading_support import HAS_BWRAP, IN_CI, SAMPLE, code_cell, master
 
 CANVAS_ROSTER = """Student,ID,SIS User ID,SIS Login ID,Section,Chapter 1 (777)
@@ -103,6 +104,30 @@ def test_the_hand_in_name_decides_and_a_typed_email_only_fills_gaps(tmp_path):
     again, _ = name_students([sub("mallory.ipynb", email="zoe@uni.edu")], roster,
                              {"S3": "zoezed_1003_5003_ch1.ipynb"})
     assert [(s.student, s.flags) for s in again] == [("mallory", ("claimed identity",))]
+
+
+def test_hand_ins_of_several_people_typing_one_email_take_no_one(tmp_path):
+    """Two Classroom folders (or two Canvas user ids the roster does not list) type Zoe's
+    e-mail: neither is Zoe's, both are flagged, whichever was handed in later; one folder
+    alone is hers, and so are two hand-ins of one Canvas user."""
+    (tmp_path / "moodle.csv").write_text(MOODLE_ROSTER + "Zoe,Zed,M3,Uni,CS,zoe@uni.edu\n")
+    roster = read_roster(tmp_path / "moodle.csv")
+    for thief, victim in ((sub("ch1-m4llory", folder=True, email="zoe@uni.edu", time=9),
+                           sub("ch1-zoe-gh", folder=True, email="zoe@uni.edu", time=1)),
+                          (sub("mallory_7_9_ch1.ipynb", email="zoe@uni.edu"),
+                           sub("zedzoe_3_2_ch1.ipynb", email="zoe@uni.edu"))):
+        named, dropped = name_students([victim, thief], roster)
+        assert [(s.student, s.flags) for s in named] == [
+            (safe_id(victim.handin.name, set()), ("claimed identity",)),
+            (safe_id(thief.handin.name, set()), ("claimed identity",))] and dropped == []
+        assert "as those of 1 other hand-in(s) do" in named[0].note
+    alone, _ = name_students([sub("ch1-zoe-gh", folder=True, email="zoe@uni.edu")], roster)
+    assert [(s.student, s.flags) for s in alone] == [("M3", ())]
+    twice, dropped = name_students([sub("zedzoe_3_2_ch1.ipynb", email="zoe@uni.edu"),
+                                    sub("zedzoe_LATE_3_5_ch1.ipynb", email="zoe@uni.edu")],
+                                   roster)
+    assert [(s.file, s.student) for s in twice] == [("zedzoe_LATE_3_5_ch1.ipynb", "M3")]
+    assert [entry for entry, _ in dropped] == ["zedzoe_3_2_ch1.ipynb"]
 
 
 def test_moodle_names_classroom_folders_and_file_times_without_a_recorded_time(tmp_path):
@@ -236,7 +261,8 @@ def test_a_regrade_of_one_student_keeps_every_other_row_and_no_hijack(graded):
 
 def test_the_instructors_word_replaces_a_students_rows_and_says_so(graded):
     """Re-graded with ``--identity mallory.ipynb=S3``, mallory's file is Zoe's: her rows
-    are replaced by its grades, and the gradebook says who decided."""
+    are replaced by its grades, the file's rows under its own id go, and the gradebook says
+    who decided."""
     *_, told = graded
     status = {r["student"]: (r["status"], r["note"]) for r in table(told / "gradebook.csv")}
     assert status["S3"] == ("identity set by the instructor",
@@ -244,6 +270,8 @@ def test_the_instructors_word_replaces_a_students_rows_and_says_so(graded):
     assert {r["points"] for r in table(told / "grades.csv") if r["student"] == "S3"} == {"0"}
     assert next(r for r in table(told / "canvas.csv") if r["ID"] == "1003")[
         "Chapter 1 (777)"] == "0"
+    for name in ("grades.csv", "gradebook.csv", "students.csv"):  # moved, not kept twice
+        assert "mallory" not in {r["student"] for r in table(told / name)}, name
 
 
 def test_an_identity_that_names_no_submission_or_an_unsafe_id_is_refused(graded, tmp_path):
@@ -253,3 +281,16 @@ def test_an_identity_that_names_no_submission_or_an_unsafe_id_is_refused(graded,
         name_students(find_submissions(folder)[0], [], None, {"nobody.ipynb": "S3"})
     with pytest.raises(ValueError, match=r"got '../x' for 'mallory.ipynb'"):
         name_students(find_submissions(folder)[0], [], None, {"mallory.ipynb": "../x"})
+
+
+def test_moodle_export_leaves_username_blank_when_the_roster_has_none(tmp_path):
+    """Moodle's participants export has no username column: moodle.csv's Username is blank
+    (an ID number there would match nobody, or the wrong user, on import)."""
+    (tmp_path / "moodle.csv").write_text(MOODLE_ROSTER)
+    roster = read_roster(tmp_path / "moodle.csv")
+    book = gradebook([Row("M1", "q1", 2.0, 2.0, "ok")],
+                     [Student("M1", "ada.ipynb", "", "", "graded", "")], roster, [("q1", 2)])
+    write_exports(tmp_path, "ch1", book, [("q1", 2)])
+    assert [(r["Email address"], r["Username"], r["ID number"], r["ch1"])
+            for r in table(tmp_path / "moodle.csv")] == [
+        ("ada@uni.edu", "", "M1", "2"), ("alan@uni.edu", "", "M2", "")]

@@ -93,8 +93,10 @@ def grade(submissions, bundle, out, assignment=None, timeout=NOTEBOOK_SECONDS,
     for folder in ("feedback", "executed"):
         (out / folder).mkdir(parents=True, exist_ok=True)
     before = read_rows(out / "grades.csv")
-    rows, graded, ran = before, [], []
     say = log or (lambda line: None)
+    moved = _moved(students, identities or {}, say)  # the instructor's word moves their rows
+    students = [s for s in students if s.student not in moved]
+    rows, graded, ran = [row for row in before if row.student not in moved], [], []
     with tempfile.TemporaryDirectory() as tmp, ThreadPoolExecutor(jobs) as pool, \
             tqdm(total=len(subs), unit="notebook", disable=not progress, file=sys.stderr) as bar:
         packages = Shadows(tmp)
@@ -152,6 +154,16 @@ def named_assignment(subs, bundle):
         raise ValueError(f"the submissions answer several assignments equally often "
                          f"({dict(most)}): pass --assignment (bundle {str(bundle)!r})")
     return most[0][0] if most else None
+
+
+def _moved(students, identities, say):
+    """The ids whose rows a file earned before ``identities`` gave it another; said."""
+    moved = {s.student for s in students
+             if s.file in identities and identities[s.file] != s.student}
+    for s in students:
+        if s.student in moved:
+            say(f"{s.file}: its rows under {s.student} move to {identities[s.file]} (--identity)")
+    return moved
 
 
 def other_assignment(sub, assignment):

@@ -196,7 +196,7 @@ def write_exports(out, assignment, table, questions, skipped=(), exports=Exports
                 [[*canvas_ids(r), _score(r, exports)] for r in kept])
     write_table(Path(out) / "moodle.csv", ["Email address", "Username", "ID number",
                                             assignment],
-                [[r["email"], r["entry"].get("login") or r["student"],
+                [[r["email"], r["entry"].get("login", "") if rostered else r["student"],
                   r["entry"].get("id", ""), _score(r, exports)] for r in kept])
 
 

@@ -154,7 +154,9 @@ def name_students(submissions, roster=(), earlier=None, assigned=None):
     where it identifies nobody, the one whose e-mail its ``# STUDENT`` cell gives, unless a
     file's name already identifies that student, or ``earlier`` (``{student: file}`` of the
     grades already kept) holds another file of theirs: then it is graded under its own id,
-    flagged ``claimed identity``. Of several submissions of one student the latest hand-in counts
+    flagged ``claimed identity``; so is each of several hand-ins of different people (Canvas
+    user ids, Moodle names, Classroom folders, files) that type one e-mail, which none of them
+    takes. Of several submissions of one student the latest hand-in counts
     (:func:`handed_in`), flagged ``duplicate``; the others are dropped. Everyone else's id is
     the hand-in name made safe. ``roster`` rows are dicts with ``student``, ``email``, ``login``
     and, optionally, ``canvas``, ``name``. ``assigned`` (``{file: student}``) is the
@@ -173,6 +175,7 @@ def name_students(submissions, roster=(), earlier=None, assigned=None):
     subs = [flagged(sub, "identity set by the instructor", f"given as --identity {sub.file}="
                     f"{assigned[sub.file]}") if sub.file in assigned else sub
             for sub in submissions]
+    claims = {}
     for i, sub in enumerate(subs):
         claim = by_email.get(sub.email.lower()) if sub.email and not owners[i] else None
         if claim in own_file and own_file[claim] != sub.file:
@@ -180,10 +183,19 @@ def name_students(submissions, roster=(), earlier=None, assigned=None):
                             f"its # STUDENT cell says {sub.email}, whose own file "
                             f"{own_file[claim]} is graded under {claim}")
         elif claim:
-            owners[i] = claim
+            claims.setdefault(claim, []).append(i)
+    for claim, members in claims.items():  # hand-ins of several people type one e-mail
+        people = {_person(subs[i]) for i in members}
+        for i in members:
+            if len(people) == 1:
+                owners[i] = claim
+            else:
+                subs[i] = flagged(subs[i], "claimed identity", (
+                    f"its # STUDENT cell says {subs[i].email}, as those of {len(people) - 1} "
+                    f"other hand-in(s) do: graded under its own id (--identity decides)"))
     groups = {}
     for i, sub in enumerate(subs):
-        groups.setdefault(owners[i] or ("", sub.handin.system, sub.handin.key), []).append(i)
+        groups.setdefault(owners[i] or ("", *_person(sub)), []).append(i)
     taken = {row["student"].lower() for row in roster}
     named, dropped = {}, []
     for owner, members in groups.items():
@@ -198,6 +210,11 @@ def name_students(submissions, roster=(), earlier=None, assigned=None):
         dropped += [(s.file, f"duplicate: an earlier hand-in of {student}, whose {keep.file} "
                              "was graded") for s in others]
     return [named[i] for i in sorted(named)], dropped
+
+
+def _person(sub):
+    """Who handed ``sub`` in, as far as its hand-in name tells: ``(system, key)``."""
+    return (sub.handin.system, sub.handin.key) if sub.handin else ("file", sub.file)
 
 
 def _checked_assignments(assigned, submissions, roster):
