@@ -223,6 +223,7 @@ def build_class(folder, blank, solved, students, assignment):
     # GitHub logins), handed in a minute after the victim's own folder
     prey = next(s for s in students if s.system == "classroom" and not s.role
                 and s.kind == "correct")
+    prey.role = "its victim"
     write(folder / entries[str(prey.number)] / f"{assignment}.ipynb",
           submission(blank, solved, "correct", prey.email, prey.full), now - 60)
     write(folder / "ch1-attention-pooling-tr0ll" / f"{assignment}.ipynb",
@@ -414,9 +415,12 @@ def checks(work, students, entries, firsts, before, after, changed, forgot):
                     (f"canvas.csv: {len(canvas)} rows, one per roster student, each with the "
                     f"roster's ID, SIS User ID and SIS Login ID ({len(wrong)} not)")))
     blanks = sorted(r[2] for r in canvas if r[5] == "")
-    expected = sorted([s.sis for s in students if s.kind == "nothing"] + [forgot.sis])
+    prey_sis = next(s.sis for s in students if s.role == "its victim")
+    expected = sorted([s.sis for s in students if s.kind == "nothing"] + [forgot.sis, prey_sis])
     results.append((blanks == expected, (f"canvas.csv blank for {blanks}: those who handed "
-                                        f"nothing in and {forgot.sis} (no e-mail, Classroom)")))
+                                        f"nothing in, {forgot.sis} (no e-mail, Classroom) and "
+                                        f"{prey_sis}, whose e-mail another hand-in typed too "
+                                        f"(until --identity says whose)")))
     moodle = read(work / "grades-moodle" / "moodle.csv")
     results.append((sorted(r["ID number"] for r in moodle) == sorted(by_sis),
                     f"moodle.csv: {len(moodle)} rows, one per roster student, by ID number"))
