@@ -96,6 +96,8 @@ THEME_FACTS = """async () => {
     return (light + 0.05) / (dark + 0.05);
   };
   const own = e => Array.from(e.childNodes).some(n => n.nodeType === 3 && n.data.trim());
+  // a caption's own words: not its code, links, formulas or the heading link shown on hover
+  const words = e => own(e) && !e.closest('code, a, mjx-container, .math');
   const captions = Array.from(document.querySelectorAll('article figcaption, article caption'));
   const prose = Array.from(document.querySelectorAll('article section > p')).filter(own);
   return {
@@ -105,7 +107,7 @@ THEME_FACTS = """async () => {
       .map(pre => pre.textContent.split('\\n').reduce((a, b) => a.length < b.length ? b : a)),
     captions: captions.map(c => ({
       text: c.textContent.trim().slice(0, 40),
-      contrast: Math.min(...[c, ...c.querySelectorAll('*')].filter(own).map(contrast))})),
+      contrast: Math.min(...[c, ...c.querySelectorAll('*')].filter(words).map(contrast))})),
     prose: prose.length ? Math.min(...prose.map(contrast)) : null,
   };
 }"""
