@@ -1,6 +1,7 @@
 """The PDF edition (tools/build_pdf.py): the single-page build printed by headless Chromium
-holds every chapter, every plot, every figure's caption and every formula typeset, with an
-outline of the chapters, and the book's title page links to it."""
+holds every chapter, each from a new page, every plot, every figure's caption and every formula
+typeset, with an outline of the chapters and no blank page; the book's title page links to it
+once it is built, and a build without it links to no missing file."""
 import json
 import re
 import shutil
