@@ -297,3 +297,88 @@ def test_exercise_links_point_at_committed_student_notebooks():
     for link in links:
         assert link.startswith(f"{COLAB_BLOB}/exercises/student/"), link
         assert (ROOT / link[len(COLAB_BLOB) + 1:]).is_file(), link
+
+
+# The index promises that no chapter reaches forward (book/index.md, "Chapter map"): a chapter
+# imports only the package modules that it or an earlier chapter brings in (the map's table
+# names each one where it first appears), and it never leaves an explanation to a later
+# chapter; naming a later chapter only to say where an idea goes next is allowed.
+SENTENCE_END = re.compile(r"[.!?]\s|\n\n")
+DEFERRING = re.compile(r"\b(?:explain\w*|see(?= Chapter| \{)|defin\w*|introduc\w*|at length|in detail|"
+                       r"covers?|teach\w*|derive\w*|later)\b", re.I)
+
+
+def chapter_number(path):
+    return int(path.name[:2])
+
+
+def chapter_map():
+    """{chapter number: its row of the index's chapter map}."""
+    index = (ROOT / "book" / "index.md").read_text()
+    return {int(m[1]): m[0] for m in re.finditer(r"^\| (\d+) .*\|$", index, re.M)}
+
+
+def imported_modules(nb):
+    """The d2lattn modules (dotted, below d2lattn) a notebook's code imports or names."""
+    import pkgutil
+    import d2lattn
+    modules = {name.split(".", 1)[1] for _, name, _ in
+               pkgutil.walk_packages(d2lattn.__path__, "d2lattn.")}
+    code = "\n".join(cell.source for cell in nb.cells if cell.cell_type == "code")
+    named = set(re.findall(r"\bd2lattn\.([a-z_]+(?:\.[a-z_]+)*)", code))
+    return {module for name in named for module in modules
+            if name == module or name.startswith(module + ".")}
+
+
+def forward_mentions(number, markdown, labels):
+    """(sentence, target chapter) for each mention of a later chapter in ``markdown``."""
+    pattern = r"\{(?:ref|numref)\}`(?:[^`<]*<)?([^`>]+)>?`|\bChapters? (\d+(?:(?:,| and| to) \d+)*)"
+    for m in re.finditer(pattern, markdown):
+        later = [labels.get(m[1], 0)] if m[1] else [int(n) for n in re.findall(r"\d+", m[2])]
+        if max(later) > number:
+            ends = [e.end() for e in SENTENCE_END.finditer(markdown, 0, m.start())]
+            end = SENTENCE_END.search(markdown, m.end())
+            yield markdown[ends[-1] if ends else 0:end.start() if end else None].strip(), \
+                max(later)
+
+
+def section_labels():
+    """{label: chapter} for the labels of sections and figures the chapters define."""
+    labels = {}
+    for path in CHAPTERS:
+        for cell in nbformat.read(path, as_version=4).cells:
+            if cell.cell_type == "markdown":
+                for label in re.findall(r"^\(([\w-]+)\)=|:(?:name|label): ([\w-]+)", cell.source,
+                                        re.M):
+                    labels[label[0] or label[1]] = chapter_number(path)
+    return labels
+
+
+@pytest.mark.parametrize("path", CHAPTERS, ids=lambda p: p.name)
+def test_no_chapter_imports_a_later_chapters_module(path):
+    rows = chapter_map()
+    number = chapter_number(path)
+    for module in sorted(imported_modules(nbformat.read(path, as_version=4))):
+        first = min((n for n, row in rows.items() if re.search(rf"`{re.escape(module)}(?!\w)", row)),
+                    default=None)
+        assert first is not None, f"the index's chapter map never names `{module}`"
+        assert first <= number, f"uses `{module}`, which the chapter map has Chapter {first} add"
+
+
+@pytest.mark.parametrize("path", CHAPTERS, ids=lambda p: p.name)
+def test_no_chapter_leaves_an_explanation_to_a_later_one(path):
+    labels, number = section_labels(), chapter_number(path)
+    deferred = [(sentence[-160:], later) for cell in nbformat.read(path, as_version=4).cells
+                if cell.cell_type == "markdown"
+                for sentence, later in forward_mentions(number, cell.source, labels)
+                if DEFERRING.search(sentence)]
+    assert not deferred, f"sends the reader forward for an explanation: {deferred}"
+
+
+def test_a_forward_explanation_is_found():
+    labels = {"sec-bootstrap": 8}
+    text = ("The uncertainty comes from the bootstrap ({ref}`sec-bootstrap` explains it at "
+            "length): draw pairs. Chapter 9 uses the same table. Chapter 8 explains it.")
+    found = [(s, n) for s, n in forward_mentions(7, text, labels) if DEFERRING.search(s)]
+    assert [n for _, n in found] == [8, 8]
+    assert not [s for s, _ in forward_mentions(9, text, labels)]

@@ -1,8 +1,10 @@
 """The built book in a real browser: headless Chromium (Debian's package, driven by Playwright)
 opens every page from a local server and finds no console error, no request leaving 127.0.0.1,
 every formula typeset by the MathJax shipped in the build, every image loaded, the Colab button of
-each chapter opening that chapter's notebook, and a search for "attention" listing the chapters.
-A full-page screenshot of each page is kept in _build/screenshots/ (git-ignored)."""
+each chapter opening that chapter's notebook, and a search for "attention" listing the chapters;
+in the light and the dark colour mode, no code block scrolling sideways and every caption as
+readable as the prose. A full-page screenshot of each page is kept in _build/screenshots/
+(git-ignored), of its dark mode in _build/screenshots/dark/."""
 import functools
 import http.server
 import shutil
@@ -24,6 +26,8 @@ MIN_PLOT_SCALE = 0.9  # shown width / natural width of a PNG plot
 MIN_TEXT_PX = 12  # the text of an SVG figure, at the size the page shows it
 MIN_SCRIPT_PX = 0.7 * MIN_TEXT_PX  # its sub- and superscripts, 70% of the text as in TeX
 SCREENSHOTS = ROOT / "_build" / "screenshots"
+THEMES = ("light", "dark")  # the theme's colour modes; it follows the browser's (default_mode: auto)
+MIN_CAPTION_CONTRAST = 7.0  # WCAG 2's AAA level for text: captions read as well as prose
 
 # Run in each page once it has loaded: waits for MathJax, then reports what a reader would see.
 PAGE_FACTS = """async () => {
@@ -43,9 +47,6 @@ PAGE_FACTS = """async () => {
                                                  loaded: img.complete && img.naturalWidth > 0,
                                                  natural: img.naturalWidth,
                                                  shown: img.getBoundingClientRect().width})),
-    clipped: Array.from(document.querySelectorAll('article pre'))
-      .filter(pre => pre.scrollWidth > pre.clientWidth + 1)
-      .map(pre => pre.textContent.split('\\n').reduce((a, b) => a.length < b.length ? b : a)),
     text: document.querySelector('article')?.innerText ?? '',
     wide_math: Array.from(document.querySelectorAll('mjx-container[display="true"]'))
       .filter(m => m.scrollWidth > m.clientWidth + 1).map(m => m.textContent.slice(0, 60)),
@@ -70,6 +71,45 @@ SVG_TEXT_SIZES = """shown => {
     return pieces.map(e => ({text: e.textContent.trim().slice(0, 40), px: px(e),
                              script: px(e) < base - 0.01}));
   });
+}"""
+# Run in each page in each colour mode: the mode the theme shows, the code blocks (input or
+# output: every pre of the page) that scroll sideways, with their longest line, and the contrast
+# (WCAG 2 ratio) of each figure or table caption's text, and of the prose, against the
+# background it is drawn on.
+THEME_FACTS = """async () => {
+  await document.fonts.ready;
+  const rgba = s => (s.match(/[\\d.]+/g) || [0, 0, 0, 0]).map(Number);
+  const background = e => {
+    for (; e; e = e.parentElement) {
+      const c = rgba(getComputedStyle(e).backgroundColor);
+      if (c.length < 4 || c[3] > 0) return c.slice(0, 3);
+    }
+    return [255, 255, 255];
+  };
+  const luminance = c => c.map(v => v / 255).map(v => v <= 0.03928 ? v / 12.92 :
+    ((v + 0.055) / 1.055) ** 2.4).reduce((sum, v, i) => sum + v * [0.2126, 0.7152, 0.0722][i], 0);
+  const contrast = e => {
+    const back = background(e), c = rgba(getComputedStyle(e).color);
+    const alpha = (c.length > 3 ? c[3] : 1) * parseFloat(getComputedStyle(e).opacity);
+    const fore = c.slice(0, 3).map((v, i) => alpha * v + (1 - alpha) * back[i]);
+    const [dark, light] = [luminance(fore), luminance(back)].sort((a, b) => a - b);
+    return (light + 0.05) / (dark + 0.05);
+  };
+  const own = e => Array.from(e.childNodes).some(n => n.nodeType === 3 && n.data.trim());
+  // a caption's own words: not its code, links, formulas or the heading link shown on hover
+  const words = e => own(e) && !e.closest('code, a, mjx-container, .math');
+  const captions = Array.from(document.querySelectorAll('article figcaption, article caption'));
+  const prose = Array.from(document.querySelectorAll('article section > p')).filter(own);
+  return {
+    theme: document.documentElement.dataset.theme,
+    clipped: Array.from(document.querySelectorAll('pre'))
+      .filter(pre => pre.scrollWidth > pre.clientWidth + 1)
+      .map(pre => pre.textContent.split('\\n').reduce((a, b) => a.length < b.length ? b : a)),
+    captions: captions.map(c => ({
+      text: c.textContent.trim().slice(0, 40),
+      contrast: Math.min(...[c, ...c.querySelectorAll('*')].filter(words).map(contrast))})),
+    prose: prose.length ? Math.min(...prose.map(contrast)) : null,
+  };
 }"""
 SEARCH_DONE = "() => document.querySelector('#search-results h2')?.textContent === 'Search Results'"
 SEARCH_HITS = "els => els.map(a => a.getAttribute('href'))"
@@ -148,6 +188,7 @@ def visit_page(context, base, name, screenshots):
     visit = {"errors": [], "external": []}
     with open_page(context, base + name, visit) as page:
         visit.update(page.evaluate(PAGE_FACTS))
+        visit["themes"] = {"light": page.evaluate(THEME_FACTS)}
         visit["svg_text"] = {image["src"]: svg_text(context, urljoin(page.url, image["src"]),
                                                     image["shown"])
                              for image in visit["images"] if image["src"].endswith(".svg")}
@@ -156,6 +197,15 @@ def visit_page(context, base, name, screenshots):
             page.click(".dropdown-launch-buttons button")
             visit["launch_visible"] = page.is_visible(".dropdown-launch-buttons a")
     return visit
+
+
+def visit_in_dark_mode(context, base, name, screenshots):
+    """What the page shows in the dark colour mode; its screenshot in `screenshots`/dark/."""
+    visit = {"errors": [], "external": []}
+    with open_page(context, base + name, visit) as page:
+        facts = page.evaluate(THEME_FACTS)
+        facts["screenshot"] = screenshot(page, screenshots, f"dark/{name}")
+    return {**facts, "errors": visit["errors"], "external": visit["external"]}
 
 
 def svg_text(context, url, shown):
@@ -193,6 +243,14 @@ def visits(book_build):
             context.route(lambda url: not is_local(url), lambda route: route.abort())
             seen = {name: visit_page(context, base, name, screenshots) for name in pages}
             seen[SEARCH] = visit_search(context, base, screenshots)
+            dark = browser.new_context(viewport={"width": 1280, "height": 900},
+                                       color_scheme="dark")
+            dark.route(lambda url: not is_local(url), lambda route: route.abort())
+            for name in pages:
+                facts = visit_in_dark_mode(dark, base, name, screenshots)
+                seen[name]["themes"]["dark"] = facts
+                seen[name]["errors"] += facts.pop("errors")
+                seen[name]["external"] += facts.pop("external")
             browser.close()
     finally:  # keep the screenshots as the run's artifacts, also when a check failed
         shutil.rmtree(SCREENSHOTS, ignore_errors=True)
@@ -243,9 +301,40 @@ def test_every_image_loads(visits):
     assert not any(broken.values()), broken
 
 
+def pages_in_each_mode(visits):
+    """(page, colour mode, what it showed) for every page of the book in both modes."""
+    assert all(set(visit["themes"]) == set(THEMES) for name, visit in visits.items()
+               if name != SEARCH)
+    return [(name, mode, facts) for name, visit in visits.items() if name != SEARCH
+            for mode, facts in visit["themes"].items()]
+
+
+def test_both_colour_modes_are_shown(visits):
+    for name, mode, facts in pages_in_each_mode(visits):
+        assert facts["theme"] == mode, f"{name}: asked for {mode}, shown {facts['theme']}"
+
+
 def test_no_code_or_output_is_clipped(visits):
-    clipped = {name: visit["clipped"] for name, visit in visits.items() if visit.get("clipped")}
+    """No code block of any page, input or output, scrolls sideways at 1280 px, in either mode."""
+    clipped = {(name, mode): facts["clipped"] for name, mode, facts in pages_in_each_mode(visits)
+               if facts["clipped"]}
     assert not clipped, f"pre blocks wider than their box at 1280 px (longest lines): {clipped}"
+
+
+def test_captions_are_as_readable_as_the_prose(visits):
+    """Every figure and table caption, in both colour modes, has at least
+    MIN_CAPTION_CONTRAST against its background, and no less than the page's prose."""
+    faint = {}
+    captions = 0
+    for name, mode, facts in pages_in_each_mode(visits):
+        for caption in facts["captions"]:
+            captions += 1
+            floor = max(MIN_CAPTION_CONTRAST, (facts["prose"] or 0) - 0.05)
+            if caption["contrast"] < floor:
+                faint.setdefault((name, mode), []).append(
+                    (caption["text"], round(caption["contrast"], 2), round(floor, 2)))
+    assert captions >= 2 * len(CHAPTERS)
+    assert not faint, f"captions fainter than the prose (text, contrast, needed): {faint}"
 
 
 def test_no_display_formula_is_wider_than_the_page(visits):

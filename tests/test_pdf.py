@@ -1,6 +1,7 @@
 """The PDF edition (tools/build_pdf.py): the single-page build printed by headless Chromium
-holds every chapter, every plot, every figure's caption and every formula typeset, with an
-outline of the chapters, and the book's title page links to it."""
+holds every chapter, each from a new page, every plot, every figure's caption and every formula
+typeset, with an outline of the chapters and no blank page; the book's title page links to it
+once it is built, and a build without it links to no missing file."""
 import json
 import re
 import shutil
@@ -16,19 +17,24 @@ pypdf = pytest.importorskip("pypdf", reason="pypdf is not installed: pip install
 from test_book import CHAPTERS, ROOT  # noqa: E402
 
 TOOL = ROOT / "tools" / "build_pdf.py"
+PDF = "d2lattn-attention.pdf"
+FOOTER = re.compile(r"^\s*\d+ / \d+\s*$")  # the page number tools/build_pdf.py prints
 
 
 @pytest.fixture(scope="module")
 def pdf(book_build, tmp_path_factory):
     if not (shutil.which("chromium") or shutil.which("chromium-browser")):
         pytest.skip("no Chromium: apt-get install chromium")
-    out = tmp_path_factory.mktemp("pdf")
+    # into a copy of the tests' HTML build, as `tools/build_pdf.py` does into _build/html (the
+    # tool links the PDF from the copy's title page; the build the other tests read stays as is)
+    out = tmp_path_factory.mktemp("pdf") / "html"
+    shutil.copytree(book_build[0] / "_build" / "html", out)
     result = subprocess.run([sys.executable, TOOL, "--out", out, "--build", book_build[0]],
                             capture_output=True, text=True)
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
-    reader = pypdf.PdfReader(out / "d2lattn-attention.pdf")
+    reader = pypdf.PdfReader(out / PDF)
     text = "".join(page.extract_text() for page in reader.pages)
-    return reader, letters(text)
+    return reader, letters(text), out
 
 
 def letters(text):
@@ -48,7 +54,7 @@ def title(path):
 
 
 def test_the_pdf_holds_every_chapter_with_an_outline(pdf):
-    reader, text = pdf
+    reader, text, _ = pdf
     assert len(reader.pages) > 20 * len(CHAPTERS) // 2
     outline = [item.title for item in flat(reader.outline)]
     for number, path in enumerate(CHAPTERS, 1):
@@ -66,7 +72,7 @@ def flat(outline):
 
 
 def test_the_pdf_holds_every_plot_and_figure(pdf):
-    reader, text = pdf
+    reader, text, _ = pdf
     plots = sum(1 for path in CHAPTERS for cell in notebook(path)["cells"]
                 for output in cell.get("outputs", []) if "image/png" in output.get("data", {}))
     assert sum(len(page.images) for page in reader.pages) >= plots > 0
@@ -81,10 +87,51 @@ def test_the_pdf_holds_every_plot_and_figure(pdf):
 
 
 def test_every_formula_is_typeset(pdf):
-    reader, _ = pdf
+    reader, _, _ = pdf
     text = "".join(page.extract_text() for page in reader.pages)
     assert not re.findall(r"\\(?:frac|mathbf|sum|text|begin)\b|\$\$", text)[:5]
 
 
-def test_the_title_page_links_to_the_pdf():
-    assert 'href="../d2lattn-attention.pdf"' in (ROOT / "book" / "index.md").read_text()
+def test_no_page_is_blank(pdf):
+    """A page with no text but its page number and no image is blank (Jupyter Book's print
+    title, with a page break before it, printed one as the first page)."""
+    reader, _, _ = pdf
+    blank = [number for number, page in enumerate(reader.pages, 1)
+             if FOOTER.match(page.extract_text() or "") and not page.images]
+    assert not blank, f"blank pages: {blank} of {len(reader.pages)}"
+    book_title = re.search(r"^# (.+)$", (ROOT / "book" / "index.md").read_text(), re.M)[1]
+    assert letters(reader.pages[0].extract_text()).startswith(letters(book_title))
+
+
+def test_every_chapter_starts_a_page(pdf):
+    reader, _, _ = pdf
+    starts = [letters(page.extract_text())[:60] for page in reader.pages]
+    for number, path in enumerate(CHAPTERS, 1):
+        heading = letters(f"{number}. {title(path)}")[:30]
+        assert any(start.startswith(heading) for start in starts), title(path)
+
+
+def local_links(html):
+    """(page, href) for every link of the HTML build ``html`` to a file of the build."""
+    for page in sorted((html / "book").glob("*.html")) + [html / "index.html"]:
+        for href in re.findall(r'<a [^>]*href="([^"#]+)', page.read_text(encoding="utf-8")):
+            if not re.match(r"[a-z]+:", href):
+                yield page, href
+
+
+def test_a_build_without_the_pdf_has_no_broken_link(book_build):
+    """`jupyter-book build` alone does not make the PDF: no page may link to it then, nor
+    to any file the build lacks."""
+    html = book_build[0] / "_build" / "html"
+    assert not (html / PDF).exists()
+    broken = [(page.name, href) for page, href in local_links(html)
+              if not (page.parent / href).resolve().exists()]
+    assert not broken
+    assert 'id="pdf-edition"' in (html / "book" / "index.html").read_text(encoding="utf-8")
+
+
+def test_the_title_page_links_to_the_pdf_once_it_is_built(pdf):
+    _, _, html = pdf
+    links = [(page, href) for page, href in local_links(html) if href.endswith(PDF)]
+    assert [(page.name, href) for page, href in links] == [("index.html", f"../{PDF}")]
+    assert all((page.parent / href).resolve() == (html / PDF).resolve() for page, href in links)

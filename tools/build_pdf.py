@@ -6,12 +6,14 @@ Chromium (Debian's package, driven by Playwright as in tests/test_browser.py).
 
 Run it after `jupyter-book build .`: the single page is built beside the HTML build, in the
 same `_build` folder, so Sphinx reuses the pages that build parsed; the PDF goes into the HTML
-build, whose title page links to it. Without Chromium it says so and exits with status 0 (the
+build, and the file's name on its title page becomes a link to it (a build without the PDF has
+no link to it). Without Chromium it says so and exits with status 0 (the
 HTML book is complete without it).
 """
 import argparse
 import functools
 import http.server
+import re
 import shutil
 import subprocess
 import sys
@@ -21,6 +23,7 @@ from urllib.parse import urlsplit
 
 ROOT = Path(__file__).resolve().parents[1]
 PDF = "d2lattn-attention.pdf"
+TITLE_PAGE = "book/index.html"  # in the HTML build; it names the PDF
 TYPESET = """async () => {
   if (window.MathJax?.startup?.promise) await MathJax.startup.promise;
   await document.fonts.ready;
@@ -90,6 +93,25 @@ def main():
     Path(args.out).mkdir(parents=True, exist_ok=True)
     print_pdf(single_page(args.build), Path(args.out) / PDF, chromium)
     print(f"wrote {Path(args.out) / PDF}")
+    if link_from_title_page(Path(args.out)):
+        print(f"linked it from {Path(args.out) / TITLE_PAGE}")
+
+
+def link_from_title_page(html):
+    """Make the PDF's name on the title page of the HTML build ``html`` (where the PDF was
+    written) a link to it; whether there is such a page. The page names it without a link, so
+    that a build without the PDF (a plain `jupyter-book build`) has no broken link."""
+    page = html / TITLE_PAGE
+    if not page.is_file():
+        return False
+    text = page.read_text(encoding="utf-8")
+    linked, count = re.subn(r'<span id="pdf-edition">(.*?)</span>',
+                            rf'<a id="pdf-edition" class="reference external" '
+                            rf'href="../{PDF}">\1</a>', text)
+    if not count and f'href="../{PDF}"' not in text:
+        raise RuntimeError(f"{page} does not name the PDF (<span id=\"pdf-edition\">)")
+    page.write_text(linked, encoding="utf-8")
+    return True
 
 
 if __name__ == "__main__":
