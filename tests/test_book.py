@@ -17,7 +17,7 @@ import sync_listings  # noqa: E402
 CONFIG = yaml.safe_load((ROOT / "_config.yml").read_text())
 REPO_URL = CONFIG["repository"]["url"]
 CHAPTERS = sorted((ROOT / "book").glob("*.ipynb"))
-EXERCISES = sorted((ROOT / "exercises").glob("ch*.ipynb"))  # Chapter 8's is in ch7's
+EXERCISES = sorted((ROOT / "exercises").glob("ch*.ipynb"))
 # Characters of code or output that fit in a cell of the HTML book at a 1280 px window
 # (_static/course.css); tests/test_browser.py checks the pages themselves.
 LINE_WIDTH = 92
