@@ -281,6 +281,24 @@ def neighbour_probs(bigram, before, after=None, unknown=(), exclude=()):
     return probs / total
 
 
+def token_kinds(vocab, ids, num_frequent=50):
+    """The kind of each token id in ``ids`` (n,): ``{kind: (n,) bool}`` for the kinds
+    "punctuation" (no letter, digit or ``_``), the ``num_frequent`` "most frequent words" of
+    ``vocab``'s training text and "other words" ('<unk>', a word too rare for the vocabulary,
+    included). Reserved tokens belong to no kind."""
+    _check_vocab(vocab)
+    ids = _check_ids("ids", ids, len(vocab))
+    num_frequent = check_int("num_frequent", num_frequent, minimum=0)
+    rank = ids - (1 + len(RESERVED_TOKENS))  # ids after the reserved ones go by count
+    tokens = vocab.to_tokens(ids.tolist())
+    is_word = onp.array([any(c.isalnum() or c == "_" for c in token) for token in tokens],
+                        dtype=bool).reshape(ids.shape) & (rank >= 0)
+    unk = ids == vocab.unk
+    return {"punctuation": (rank >= 0) & ~is_word,
+            f"{num_frequent} most frequent words": is_word & (rank < num_frequent),
+            "other words": (is_word & (rank >= num_frequent)) | unk}
+
+
 def _check_ids(name, ids, size):
     """``ids`` as a 1-D int64 NumPy array of ids in [0, size)."""
     ids = onp.asarray(ids)
