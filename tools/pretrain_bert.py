@@ -15,7 +15,7 @@ the first steps reproduce. Usage::
 
     python tools/pretrain_bert.py     # about 30 minutes on two CPU cores shared with others
 
-(The stored run was made with ``OMP_NUM_THREADS=1 MXNET_ENGINE_TYPE=NaiveEngine`` set, which
+(The stored run was made with ``OMP_NUM_THREADS=1`` set, which
 changes nothing but the speed on busy cores.)
 """
 import argparse
@@ -117,7 +117,7 @@ def round_to_float16(net):
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--steps", type=int, default=2000)
+    parser.add_argument("--steps", type=int, default=1500)
     parser.add_argument("--every", type=int, default=250)
     parser.add_argument("--out", default=str(SMALL_BERT))
     args = parser.parse_args()
