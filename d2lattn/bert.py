@@ -340,6 +340,47 @@ def _set_parameters(encoder, tensors, unknown):
                          f"{sorted(unknown)}, missing parameters {missing}")
 
 
+# Chapter 7's small BERT, pretrained by tools/pretrain_bert.py: its weights (.safetensors) and
+# the record of its run (.json: settings, first losses, held-out accuracy over the steps).
+SMALL_BERT = pathlib.Path(__file__).with_name("data") / "small_bert"
+
+
+def save_parameters(net, file, dtype="float16"):
+    """Write the parameters of the initialised block ``net`` to the safetensors ``file``,
+    named by their paths in the block (``encoder.blks.0.ffn.dense1.weight``, ...), in
+    ``dtype``; :func:`load_small_bert` reads them back."""
+    from safetensors.numpy import save_file
+    arrays = {name: p.data().asnumpy().astype(dtype)
+              for name, p in net._collect_params_with_prefix().items()}
+    save_file(arrays, str(file))
+
+
+def load_small_bert(path=SMALL_BERT, ctx=None):
+    """Chapter 7's small :class:`BERTModel`, pretrained by ``tools/pretrain_bert.py``:
+    ``(net, record)``, the net's parameters in float32 on ``ctx`` (default: the CPU) and
+    ``record`` the run's JSON record (its ``"settings"`` give the net's sizes)."""
+    from safetensors.numpy import load_file
+    path = pathlib.Path(path)
+    ctx = cpu() if ctx is None else check_context("ctx", ctx)
+    record = read_json_object(_required(path.parent, path.name + ".json"))
+    settings = record["settings"]
+    net = BERTModel(settings["vocab_size"], settings["num_hiddens"],
+                    settings["ffn_num_hiddens"], settings["num_heads"], settings["num_blks"],
+                    settings["dropout"], settings["max_len"])
+    net.initialize(ctx=ctx)
+    tokens = np.zeros((1, 2), dtype="int32", ctx=ctx)
+    net(tokens, tokens, None, tokens[:, :1])  # infers the shapes of the deferred parameters
+    params = net._collect_params_with_prefix()
+    arrays = load_file(str(_required(path.parent, path.name + ".safetensors")))
+    if set(arrays) != set(params):
+        raise ValueError(f"{path}.safetensors does not fit the net: unknown tensors "
+                         f"{sorted(set(arrays) - set(params))}, missing parameters "
+                         f"{sorted(set(params) - set(arrays))}")
+    for name, value in arrays.items():
+        params[name].set_data(np.array(value, dtype="float32", ctx=ctx))
+    return net, record
+
+
 def sentence_embeddings(encoder, tokenizer, sentences, batch_size=32, max_len=None):
     """Mean-pooled, L2-normalised sentence embeddings, as sentence-transformers computes them.
 

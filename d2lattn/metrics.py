@@ -1,6 +1,8 @@
-"""BLEU: d2l's per-sentence score and Papineni et al.'s corpus score."""
+"""BLEU: d2l's per-sentence score and Papineni et al.'s corpus score; bootstrap intervals."""
 import collections
 import math
+
+import numpy as onp
 
 from ._checks import check_int
 
@@ -93,3 +95,31 @@ def corpus_bleu(preds, labels, max_n=4):
     log_precision = sum(math.log(m / t) for m, t in zip(matches, totals)) / max_n
     brevity = min(0.0, 1 - label_len / pred_len)
     return math.exp(brevity + log_precision)
+
+
+def bootstrap_interval(values, groups=None, num_draws=2000, seed=0, level=0.95):
+    """The mean of ``values`` (n,) and its bootstrap interval: ``(mean, low, high)``.
+
+    ``groups`` (n,) ints in [0, G), optional: values of one group (e.g. the masked words of
+    one sentence pair) are not independent, so whole groups are drawn with replacement, G of
+    them per draw, and each draw's mean is its values' sum over its count; by default every
+    value is its own group. ``low`` and ``high`` are the (1 - level) / 2 and (1 + level) / 2
+    percentiles of the ``num_draws`` means, drawn from ``RandomState(seed)``.
+    """
+    values = onp.asarray(values, dtype=float)
+    if values.ndim != 1 or values.size == 0:
+        raise ValueError(f"values must be a non-empty 1-D array, got shape {values.shape}")
+    groups = onp.arange(len(values)) if groups is None else onp.asarray(groups)
+    if groups.shape != values.shape or not onp.issubdtype(groups.dtype, onp.integer) \
+            or groups.min() < 0:
+        raise ValueError(f"groups must be ints >= 0 shaped like values {values.shape}, got "
+                         f"{groups.dtype} of shape {groups.shape}")
+    num_draws = check_int("num_draws", num_draws, minimum=1)
+    if not 0 < level < 1:
+        raise ValueError(f"level must be in (0, 1), got {level!r}")
+    sums, counts = onp.bincount(groups, weights=values), onp.bincount(groups)
+    sums, counts = sums[counts > 0], counts[counts > 0]
+    draws = onp.random.RandomState(seed).randint(0, len(sums), (num_draws, len(sums)))
+    means = sums[draws].sum(axis=1) / counts[draws].sum(axis=1)
+    low, high = onp.percentile(means, [50 * (1 - level), 50 * (1 + level)])
+    return values.mean(), low, high

@@ -288,17 +288,20 @@ def bert_batch_loss(net, tokens, segments, valid_lens, pred_positions, mlm_weigh
     return mlm.sum() / np.maximum(weights.sum(), 1), _CE(nsp_Y_hat, nsp_labels).mean()
 
 
-def train_bert(train_iter, net, num_steps, devices, lr=1e-3):
+def train_bert(train_iter, net, num_steps, devices, lr=1e-3, on_step=None):
     """Pretrain BERT with Adam for ``num_steps`` minibatches, drawing both losses live.
 
     ``devices``: a list of contexts (e.g. ``try_all_gpus()``); each batch is split across
     them and the gradients of the per-device losses (MLM + NSP) are averaged. ``net`` is
-    (re)initialised with Xavier on ``devices``.
+    (re)initialised with Xavier on ``devices``. ``on_step``, if given, is called as
+    ``on_step(step, net)`` after every step (1, 2, ...), e.g. to evaluate held-out text.
     Returns ``{"mlm": [...], "nsp": [...]}``, the losses of every step.
     """
     num_steps = check_int("num_steps", num_steps, minimum=1)
     devices = check_contexts("devices", devices)
     lr = check_positive("lr", lr)
+    if on_step is not None and not callable(on_step):
+        raise TypeError(f"on_step must be None or callable, got {type(on_step).__name__}")
     net.initialize(mx.init.Xavier(), force_reinit=True, ctx=devices)
     trainer = gluon.Trainer(net.collect_params(), "adam", {"learning_rate": lr})
     animator = Animator(xlabel="step", ylabel="loss", legend=["mlm", "nsp"],
@@ -318,6 +321,8 @@ def train_bert(train_iter, net, num_steps, devices, lr=1e-3):
                 pairs += batch[0].shape[0]
                 animator.add(len(history["mlm"]), [history["mlm"][-1], history["nsp"][-1]])
                 progress.update()
+                if on_step is not None:
+                    on_step(len(history["mlm"]), net)
                 if len(history["mlm"]) == num_steps:
                     break
     timer.stop()

@@ -10,7 +10,8 @@ import pytest
 from mxnet import autograd, init, np
 
 from d2lattn.bert import (BERTEncoder, BERTModel, MaskLM, checkpoint_name_to_param,
-                          load_pretrained, sentence_embeddings)
+                          load_pretrained, load_small_bert, save_parameters,
+                          sentence_embeddings)
 from d2lattn.train import bert_batch_loss, train_bert
 from reference import np_gelu, value
 
@@ -407,3 +408,49 @@ def test_train_bert_splits_batches_across_devices(cpu1):
         train_bert(Repeat(pretraining_batch()), net, 2, [])
     with pytest.raises(ValueError, match="num_steps must be an int >= 1, got 0"):
         train_bert(Repeat(pretraining_batch()), net, 0, [cpu1])
+
+
+def test_train_bert_calls_on_step_after_every_step_with_the_trained_net(cpu1):
+    net = BERTModel(VOCAB, D, FFN, HEADS, BLKS, 0.0, MAX_LEN)
+    seen = []
+
+    def on_step(step, model):  # the embedding as it is after the step
+        seen.append((step, model, model.encoder.token_embedding.weight.data().asnumpy().copy()))
+
+    history = train_bert(Repeat(pretraining_batch(cpu1)), net, 3, [cpu1], 0.01, on_step)
+    assert [step for step, _, _ in seen] == [1, 2, 3] and all(m is net for _, m, _ in seen)
+    assert not onp.array_equal(seen[0][2], seen[1][2])  # called after the update, not before
+    onp.testing.assert_array_equal(seen[-1][2],
+                                   net.encoder.token_embedding.weight.data().asnumpy())
+    assert len(history["mlm"]) == 3
+    with pytest.raises(TypeError, match="on_step must be None or callable, got int"):
+        train_bert(Repeat(pretraining_batch()), net, 1, [cpu1], 0.01, 3)
+
+
+def test_save_parameters_round_trips_through_load_small_bert(tmp_path, cpu1):
+    mx.random.seed(0)
+    net = BERTModel(VOCAB, D, FFN, HEADS, BLKS, 0.0, MAX_LEN)
+    net.initialize(init.Normal(1.0))
+    tokens, segments, valid_lens, positions = (pretraining_batch()[i] for i in range(4))
+    _, mlm_Y_hat, nsp_Y_hat = net(tokens, segments, valid_lens, positions)
+    settings = {"vocab_size": VOCAB, "num_hiddens": D, "ffn_num_hiddens": FFN,
+                "num_heads": HEADS, "num_blks": BLKS, "dropout": 0.0, "max_len": MAX_LEN}
+    (tmp_path / "small.json").write_text(json.dumps({"settings": settings}))
+    save_parameters(net, tmp_path / "small.safetensors", dtype="float32")
+    loaded, record = load_small_bert(tmp_path / "small", ctx=cpu1)
+    assert record == {"settings": settings}
+    assert all(p.list_ctx() == [cpu1] for p in loaded.collect_params().values())
+    _, mlm_again, nsp_again = loaded(*(a.as_in_ctx(cpu1)
+                                       for a in (tokens, segments, valid_lens, positions)))
+    onp.testing.assert_allclose(mlm_again.asnumpy(), mlm_Y_hat.asnumpy(), rtol=1e-5, atol=1e-5)
+    onp.testing.assert_allclose(nsp_again.asnumpy(), nsp_Y_hat.asnumpy(), rtol=1e-5, atol=1e-5)
+    save_parameters(net, tmp_path / "half.safetensors")  # float16 by default: 2 bytes a value
+    size = sum(p.data().size for p in net.collect_params().values())
+    assert (tmp_path / "half.safetensors").stat().st_size < 2 * size + 10_000
+    settings["num_blks"] = BLKS + 1
+    (tmp_path / "half.json").write_text(json.dumps({"settings": settings}))
+    with pytest.raises(ValueError, match=r"does not fit the net: unknown tensors \[\], "
+                                         r"missing parameters \['encoder.blks.2"):
+        load_small_bert(tmp_path / "half")
+    with pytest.raises(FileNotFoundError, match="has no nothing.json"):
+        load_small_bert(tmp_path / "nothing")

@@ -1,10 +1,12 @@
 import math
 import random
 
+import numpy as onp
+
 import pytest
 
 from d2lattn.data.grammar import generate_pairs
-from d2lattn.metrics import bleu, corpus_bleu
+from d2lattn.metrics import bleu, bootstrap_interval, corpus_bleu
 
 LABEL, PRED = "A B C D E F", "A B B C D"
 # By hand: len_pred = 5, len_label = 6, brevity exp(min(0, 1 - 6/5)) = exp(-0.2).
@@ -152,3 +154,40 @@ def test_corpus_bleu_matches_sacrebleu_on_the_grammar_corpus():
         got = corpus_bleu(preds, labels)
         assert got == pytest.approx(sacre(preds, labels), abs=1e-6)
         assert (got == pytest.approx(1.0)) == (rate == 0)
+
+
+def test_bootstrap_interval_against_a_loop_over_draws():
+    values = onp.array([1.0, 0.0, 1.0, 1.0, 0.0, 0.0, 1.0])
+    groups = onp.array([0, 0, 1, 2, 2, 2, 3])
+    mean, low, high = bootstrap_interval(values, groups, num_draws=300, seed=3, level=0.9)
+    assert mean == 4 / 7
+    draws = onp.random.RandomState(3).randint(0, 4, (300, 4))
+    means = []
+    for draw in draws:  # the groups drawn, each with all its values
+        chosen = [v for g in draw for v, h in zip(values, groups) if h == g]
+        means.append(sum(chosen) / len(chosen))
+    onp.testing.assert_allclose([low, high], onp.percentile(means, [5, 95]))
+    assert low < mean < high
+
+
+def test_bootstrap_interval_of_single_values_and_of_a_constant():
+    rng = onp.random.RandomState(0)
+    values = rng.rand(400)
+    mean, low, high = bootstrap_interval(values)  # each value its own group
+    half = 1.96 * values.std() / math.sqrt(len(values))  # the normal approximation
+    assert abs((high - low) / 2 - half) < 0.15 * half and abs((low + high) / 2 - mean) < 0.01
+    assert bootstrap_interval([2.0, 2.0, 2.0], [0, 1, 1]) == (2.0, 2.0, 2.0)
+    # a group id that never occurs is no group: ids 0 and 5 give two groups, as 0 and 1 do
+    assert bootstrap_interval([1.0, 0.0], [0, 5]) == bootstrap_interval([1.0, 0.0], [0, 1])
+
+
+@pytest.mark.parametrize("args, message", [
+    (([],), "values must be a non-empty 1-D array, got shape \\(0,\\)"),
+    (([1.0, 2.0], [0]), "groups must be ints >= 0 shaped like values \\(2,\\)"),
+    (([1.0, 2.0], [0.0, 1.0]), "groups must be ints >= 0"),
+    (([1.0, 2.0], [0, -1]), "groups must be ints >= 0"),
+    (([1.0], None, 0), "num_draws must be an int >= 1, got 0"),
+    (([1.0], None, 10, 0, 1.0), "level must be in \\(0, 1\\), got 1.0")])
+def test_bootstrap_interval_rejects_bad_arguments(args, message):
+    with pytest.raises(ValueError, match=message):
+        bootstrap_interval(*args)

@@ -14,7 +14,7 @@ from d2lattn.data.pretrain import (RESERVED_TOKENS, _get_mlm_data_from_tokens,
                                    _pad_bert_inputs, _replace_mlm_tokens, tokenize,
                                    load_data_bert, load_paragraphs, neighbour_probs,
                                    read_pydoc_paragraphs, sentence_stream, split_paragraphs,
-                                   unigram_distribution, write_corpus_file)
+                                   token_kinds, unigram_distribution, write_corpus_file)
 from d2lattn.text import Vocab
 
 UNK, PAD, MASK, CLS, SEP = range(5)  # indices of '<unk>' and RESERVED_TOKENS
@@ -420,6 +420,23 @@ def test_unigram_distribution_by_hand():
     onp.testing.assert_allclose(unigram_distribution(vocab), [2 / 7, 0, 0, 0, 0, 3 / 7, 2 / 7])
     with pytest.raises(TypeError, match="vocab must be a Vocab, got list"):
         unigram_distribution(["a"])
+
+
+def test_token_kinds_by_hand():
+    # By count: the 3, , 2, a 2, b 1 (min_freq 1); ids 5 to 8 after '<unk>' and the reserved.
+    vocab = Vocab([["the", ",", "the", "a", "the", ",", "a", "b_2"]], 1, RESERVED_TOKENS)
+    assert vocab.to_tokens([5, 6, 7, 8]) == ["the", ",", "a", "b_2"]
+    kinds = token_kinds(vocab, [5, 6, 7, 8, UNK, SEP], num_frequent=2)
+    assert list(kinds) == ["punctuation", "2 most frequent words", "other words"]
+    assert kinds["punctuation"].tolist() == [False, True, False, False, False, False]
+    # ',' is the second most frequent token but no word: 'the' and 'a' are within the first 2
+    assert kinds["2 most frequent words"].tolist() == [True, False, False, False, False, False]
+    assert kinds["other words"].tolist() == [False, False, True, True, True, False]
+    assert token_kinds(vocab, [])["other words"].shape == (0,)
+    with pytest.raises(ValueError, match=r"ids must be a 1-D array of token ids in \[0, 9\)"):
+        token_kinds(vocab, [9])
+    with pytest.raises(ValueError, match="num_frequent must be an int >= 0, got -1"):
+        token_kinds(vocab, [5], num_frequent=-1)
 
 
 def test_unigram_distribution_of_the_corpus_matches_its_token_counts(bert_data, corpus):

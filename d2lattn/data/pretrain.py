@@ -247,8 +247,9 @@ def sentence_stream(vocab, split="train"):
 
 
 def neighbour_probs(bigram, before, after=None, unknown=(), exclude=()):
-    """Probabilities (n, V) of the hidden tokens at n positions from their neighbours alone,
-    by a bigram table ``bigram`` (V, V), row v the distribution P(w | v) of the token after v.
+    """Probabilities (n, V) of the hidden tokens at n positions from their neighbours
+    alone, by a bigram table ``bigram`` (V, V), row v the distribution P(w | v) of the
+    token after v.
 
     ``before`` (n,): the token ids left of the positions; P(w | v) = ``bigram[v, w]``.
     ``after`` (n,), optional: the ids on the right, which a Markov chain of order 1 makes
@@ -262,8 +263,9 @@ def neighbour_probs(bigram, before, after=None, unknown=(), exclude=()):
         raise ValueError(f"bigram must be a square (V, V) table, got shape {bigram.shape}")
     if not (bigram >= 0).all():
         raise ValueError(f"bigram must hold probabilities >= 0, got {bigram.min()}")
-    before, unknown, exclude = (_check_ids(name, ids, len(bigram)) for name, ids in
-                                (("before", before), ("unknown", unknown), ("exclude", exclude)))
+    before, unknown, exclude = (
+        _check_ids(name, ids, len(bigram)) for name, ids in
+        (("before", before), ("unknown", unknown), ("exclude", exclude)))
     probs = bigram[before]
     if after is not None:
         after = _check_ids("after", after, len(bigram))
@@ -276,9 +278,27 @@ def neighbour_probs(bigram, before, after=None, unknown=(), exclude=()):
     total = probs.sum(axis=1, keepdims=True)
     if (total == 0).any():
         raise ValueError(f"no token is possible at positions "
-                         f"{onp.flatnonzero(total == 0)[:5].tolist()}: every token left has "
-                         "probability 0 between these neighbours")
+                         f"{onp.flatnonzero(total == 0)[:5].tolist()}: every token left "
+                         "has probability 0 between these neighbours")
     return probs / total
+
+
+def token_kinds(vocab, ids, num_frequent=50):
+    """The kind of each token id in ``ids`` (n,): ``{kind: (n,) bool}`` for the kinds
+    "punctuation" (no letter, digit or ``_``), the ``num_frequent`` "most frequent words" of
+    ``vocab``'s training text and "other words" ('<unk>', a word too rare for the vocabulary,
+    included). Reserved tokens belong to no kind."""
+    _check_vocab(vocab)
+    ids = _check_ids("ids", ids, len(vocab))
+    num_frequent = check_int("num_frequent", num_frequent, minimum=0)
+    rank = ids - (1 + len(RESERVED_TOKENS))  # ids after the reserved ones go by count
+    tokens = vocab.to_tokens(ids.tolist())
+    is_word = onp.array([any(c.isalnum() or c == "_" for c in token) for token in tokens],
+                        dtype=bool).reshape(ids.shape) & (rank >= 0)
+    unk = ids == vocab.unk
+    return {"punctuation": (rank >= 0) & ~is_word,
+            f"{num_frequent} most frequent words": is_word & (rank < num_frequent),
+            "other words": (is_word & (rank >= num_frequent)) | unk}
 
 
 def _check_ids(name, ids, size):
