@@ -11,7 +11,8 @@ The 95% intervals resample the 75 held-out paragraphs and, for each rung, the se
 two-level bootstrap), so they hold both the noise of the held-out sample and the noise
 between training runs; the steps between rungs are paired over the same paragraphs.
 Writes ``d2lattn/data/gpt_ladder.json`` (the chapter reads it; tests/test_gpt_ladder.py checks
-that the first training steps of a rung reproduce). About 15 minutes on one CPU core::
+that the first training steps of a rung reproduce). The stored file holds two seeds per rung,
+made by the default command; each GPT run costs about what the chapter's training cell does::
 
     PYTHONPATH=. python tools/gpt_ladder.py --processes 2
 """
@@ -88,30 +89,39 @@ def interval(values):
     return [round(float(v), 4) for v in onp.percentile(values, [2.5, 97.5])]
 
 
-def run(options, seed):
-    """Train one rung from one seed and score it: its record and its held-out token losses."""
+def run(options, seed, cache=None):
+    """Train one rung from one seed and score it: its record and its held-out token losses.
+    With a ``cache`` folder, a run already there is read instead of trained again."""
+    stored = cache and cache / f"{json.dumps(options, sort_keys=True)}-{seed}.json"
+    if stored and stored.exists():
+        record = json.loads(stored.read_text())
+        return record, onp.array(record.pop("nll"))
     train_ids, test_ids, vocab = load_corpus_lm(min_freq=3)
     start = time.perf_counter()
     net, losses = train_rung(options, seed, train_ids, len(vocab))
     nll = token_nll(net, test_ids, vocab["<pad>"])
-    return {"seed": seed, "perplexity": round(math.exp(nll.mean()), 4),
-            "parameters": sum(p.data().size for p in net.collect_params().values()),
-            "first_losses": [round(x, 6) for x in losses[:FIRST_LOSSES]],
-            "last_train_loss": round(float(onp.mean(losses[-20:])), 4),
-            "seconds": round(time.perf_counter() - start, 1)}, nll
+    record = {"seed": seed, "perplexity": round(math.exp(nll.mean()), 4),
+              "parameters": sum(p.data().size for p in net.collect_params().values()),
+              "first_losses": [round(x, 6) for x in losses[:FIRST_LOSSES]],
+              "last_train_loss": round(float(onp.mean(losses[-20:])), 4),
+              "seconds": round(time.perf_counter() - start, 1)}
+    if stored:
+        stored.write_text(json.dumps({**record, "nll": nll.tolist()}))
+    return record, nll
 
 
-def main(seeds, out, processes):
+def main(seeds, out, processes, cache=None):
     train_ids, test_ids, vocab = load_corpus_lm(min_freq=3)
     test = onp.array(test_ids)
     paragraph = onp.cumsum(test[:-1] == vocab["<eos>"]) - 1  # paragraph of each target
     counts = onp.bincount(paragraph).astype("float64")
     bigram = ngram_probs(train_ids, len(vocab), 2)
     bigram_sums = onp.bincount(paragraph, -onp.log(bigram[test[:-1], test[1:]]))
-    # Each run in a fresh process (spawned: MXNet's threads do not survive a fork)
+    # Each run in a fresh process (spawned: MXNet's threads do not survive a fork); a seed
+    # of every rung before the next seed, the longest runs first
     with ProcessPoolExecutor(processes, mp_context=get_context("spawn")) as pool:
-        jobs = {(name, seed): pool.submit(run, options, seed)
-                for name, options in reversed(RUNGS) if options for seed in seeds}
+        jobs = {(name, seed): pool.submit(run, options, seed, cache)
+                for seed in seeds for name, options in reversed(RUNGS) if options}
         rungs, sums = [], []
         for name, options in RUNGS:
             rung = {"name": name, "options": options, "runs": []}
@@ -148,9 +158,12 @@ def main(seeds, out, processes):
 
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
+    parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1])
     parser.add_argument("--out", type=Path, default=OUT)
     parser.add_argument("--processes", type=int, default=1,
                         help="runs trained at once (each uses one core)")
+    parser.add_argument("--cache", type=Path, help="a folder that keeps every finished run")
     args = parser.parse_args()
-    main(args.seeds, args.out, args.processes)
+    if args.cache:
+        args.cache.mkdir(parents=True, exist_ok=True)
+    main(args.seeds, args.out, args.processes, args.cache)
