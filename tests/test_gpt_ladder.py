@@ -10,7 +10,7 @@ import pytest
 from d2lattn.data.lm import load_corpus_lm, ngram_probs
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tools"))
-import gpt_ladder  # noqa: E402
+import gpt_ladder  # after the path to tools/ is added
 
 LADDER = json.loads(gpt_ladder.OUT.read_text())
 
