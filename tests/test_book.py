@@ -382,3 +382,33 @@ def test_a_forward_explanation_is_found():
     found = [(s, n) for s, n in forward_mentions(7, text, labels) if DEFERRING.search(s)]
     assert [n for _, n in found] == [8, 8]
     assert not [s for s, _ in forward_mentions(9, text, labels)]
+
+
+def uncaptioned_plots(nb):
+    """Code cells that draw a plot without a caption and alt text of their own: a cell may
+    draw one image, whose caption is the cell's ``mystnb.figure.caption`` metadata."""
+    found = []
+    for number, cell in enumerate(nb.cells):
+        images = [out for out in cell.get("outputs", []) if "image/png" in out.get("data", {})]
+        meta = cell.metadata.get("mystnb", {})
+        caption = meta.get("figure", {}).get("caption", "")
+        alt = meta.get("image", {}).get("alt", "")
+        if images and (len(images) > 1 or len(caption.split()) < 4 or not alt):
+            found.append(f"cell {number}: {len(images)} image(s), caption {caption!r}")
+    return found
+
+
+@pytest.mark.parametrize("path", CHAPTERS, ids=lambda p: p.name)
+def test_every_plot_has_a_caption(path):
+    """Figures drawn by code are captioned (and numbered) like the drawn ones, one per cell."""
+    assert not uncaptioned_plots(nbformat.read(path, as_version=4))
+
+
+def test_an_uncaptioned_plot_is_found():
+    image = nbformat.v4.new_output("display_data", data={"image/png": "", "text/plain": ""})
+    plain = nbformat.v4.new_code_cell("plt.plot(x)", outputs=[image])
+    two = nbformat.v4.new_code_cell("plot twice", outputs=[image, image], metadata={
+        "mystnb": {"figure": {"caption": "Two plots under one caption."},
+                   "image": {"alt": "two"}}})
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("1"), plain, two])
+    assert [line.split(":")[0] for line in uncaptioned_plots(nb)] == ["cell 1", "cell 2"]
