@@ -97,7 +97,8 @@ def test_student_notebook_holds_no_hidden_test_no_solution_no_myst_role(master, 
 
 
 def test_the_wheel_holds_the_package_and_no_exercise(tmp_path):
-    """What `pip install` gives a student: d2lattn's modules, no master, no notebook."""
+    """What `pip install` gives a student: d2lattn's modules and the data the chapters load,
+    no master, no notebook, no bundle (JSON only in d2lattn/data/)."""
     build = subprocess.run([sys.executable, "-m", "pip", "wheel", str(ROOT), "--no-deps",
                             "-q", "-w", str(tmp_path)],
                            capture_output=True, text=True, timeout=300)
@@ -105,8 +106,10 @@ def test_the_wheel_holds_the_package_and_no_exercise(tmp_path):
     wheel, = tmp_path.glob("d2lattn-*.whl")
     names = zipfile.ZipFile(wheel).namelist()
     assert "d2lattn/grading/sandbox/runner.py" in names
+    assert {"d2lattn/data/small_bert.safetensors", "d2lattn/data/gpt_ladder.json"} <= set(names)
     leaks = [name for name in names if not name.startswith(("d2lattn/", "d2lattn-"))
-             or name.endswith((".ipynb", ".json")) or "exercises" in name or "tests" in name]
+             or name.endswith(".ipynb") or "exercises" in name or "tests" in name
+             or name.endswith(".json") and not name.startswith("d2lattn/data/")]
     assert not leaks, leaks
 
 
