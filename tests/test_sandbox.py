@@ -739,3 +739,16 @@ def test_output_comes_from_the_first_group_and_a_loop_costs_one_group_its_time(t
     assert [first.results[0]["values"], second.results[1]["values"]] == [
         [{"t": "num", "v": 42}]] * 2
     print(f"two groups, one loop: {seconds:.1f} s")  # one time limit (4 s), not two
+
+
+def test_only_a_fresh_runner_is_sent_the_shim_to_preload_mxnet_with():
+    """A runner forked by the prepared process has NumPy and MXNet already (the prepared
+    process preloaded them), so its first message carries no shim; an --unsafe runner, a
+    fresh Python, gets it."""
+    from d2lattn.grading.sandbox import bwrap
+
+    for process_class, sent in [(bwrap.Sandboxed, None), (bwrap.Unsandboxed, "shim")]:
+        run = sandbox.Run.__new__(sandbox.Run)
+        run.uid, run.process = None, process_class.__new__(process_class)
+        run.process.scratch = "/tmp/scratch"
+        assert run.start({}, "shim", {})["compat"] == sent, process_class.__name__

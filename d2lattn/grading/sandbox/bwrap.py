@@ -160,6 +160,7 @@ def _environment(scratch):
 
 class Unsandboxed:
     """With ``--unsafe``: a runner as a plain child process, in a folder of its own."""
+    preloaded = False  # a fresh Python: the runner imports NumPy and MXNet itself
 
     def __init__(self):
         self.scratch = tempfile.mkdtemp(prefix="d2lattn-unsafe-")
@@ -191,6 +192,7 @@ class Sandboxed:
     """A runner forked by the prepared process: its input, output, error output (a file)
     and the lifeline the grader lets go of to kill it."""
     scratch = "/tmp"
+    preloaded = True  # the prepared process imported NumPy and MXNet before the fork
 
     def __init__(self, prepared):
         self.prepared, self.errors_file = prepared, tempfile.TemporaryFile()

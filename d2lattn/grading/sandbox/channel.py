@@ -83,7 +83,10 @@ class Run:
 
     def start(self, limits, compat, package):
         """The runner's first message: its limits, the user it becomes (as root), the
-        grader's nice value (the whole sandbox runs at it), the group's d2lattn."""
+        grader's nice value (the whole sandbox runs at it), the group's d2lattn, and
+        ``compat`` (the shim to preload NumPy and MXNet with, or None) unless its process
+        has them already."""
+        compat = None if self.process.preloaded else compat
         return {"limits": limits, "compat": compat, "scratch": self.process.scratch,
                 "uid": self.uid, "nice": bwrap.nice(), "package": package}
 

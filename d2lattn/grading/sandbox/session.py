@@ -9,12 +9,11 @@ import time
 from dataclasses import dataclass, field
 
 from .. import limits
-from ..limits import PACKAGE
+from .bwrap import COMPAT
 from .channel import Run
 
 NO_RUN = "the sandbox ended before any cell ran"
 IMPORTS = re.compile(r"^\s*(import|from)\s+(d2lattn|mxnet)\b", re.M)  # worth preloading
-COMPAT = (PACKAGE / "_compat.py").read_text(encoding="utf-8")
 
 
 @dataclass
