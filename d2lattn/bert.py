@@ -388,7 +388,9 @@ def sentence_embeddings(encoder, tokenizer, sentences, batch_size=32, max_len=No
     are averaged and scaled to unit length. A sentence is cut to ``max_len`` wordpieces;
     None takes the checkpoint's ``tokenizer.model_max_length`` (all-MiniLM-L6-v2: 256, its
     ``max_seq_length``), at most the encoder's ``max_len``, as sentence-transformers does.
-    Returns a NumPy array (len(sentences), hidden).
+    The encoder sees the sentences sorted by length, ``batch_size`` at a time, each batch
+    padded to its own longest sentence only. Returns a NumPy array (len(sentences), hidden),
+    in the order of ``sentences``.
     """
     if isinstance(sentences, str) or not sentences:
         raise ValueError(f"sentences must be a non-empty list of str, got {sentences!r}")
@@ -397,13 +399,16 @@ def sentence_embeddings(encoder, tokenizer, sentences, batch_size=32, max_len=No
         max_len = min(encoder.max_len, tokenizer.model_max_length or encoder.max_len)
     max_len = check_int("max_len", max_len, minimum=2, maximum=encoder.max_len)
     ctx = encoder.token_embedding.weight.list_ctx()[0]
+    tokens, segments, valid_lens = tokenizer.encode_batch(list(sentences), max_len=max_len)
+    order = onp.argsort(valid_lens, kind="stable")  # similar lengths together: little padding
     pooled = []
-    for i in range(0, len(sentences), batch_size):
-        tokens, segments, valid_lens = (
-            np.array(a, dtype="int32", ctx=ctx)
-            for a in tokenizer.encode_batch(list(sentences[i:i + batch_size]), max_len=max_len))
-        pooled.append(mean_pool(encoder(tokens, segments, valid_lens), valid_lens).asnumpy())
-    pooled = onp.concatenate(pooled)
+    for i in range(0, len(order), batch_size):
+        rows = order[i:i + batch_size]
+        width = int(valid_lens[rows].max())
+        X, S, lens = (np.array(a, dtype="int32", ctx=ctx)
+                      for a in (tokens[rows, :width], segments[rows, :width], valid_lens[rows]))
+        pooled.append(mean_pool(encoder(X, S, lens), lens).asnumpy())
+    pooled = onp.concatenate(pooled)[onp.argsort(order)]  # back to the order of sentences
     return pooled / onp.maximum(onp.linalg.norm(pooled, axis=1, keepdims=True), 1e-12)
 
 
