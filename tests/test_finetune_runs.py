@@ -1,5 +1,6 @@
 """``tools/finetune_runs.py`` and the runs it stored for Chapter 8: the first steps of a stored
 run reproduce, and the stored file is what the script's rules say it is."""
+import base64
 import importlib.util
 import json
 from pathlib import Path
@@ -65,3 +66,35 @@ def test_stored_learning_rates_are_the_validation_choice():
     assert sorted((r["labels_per_class"], r["seed"]) for r in few) == [
         (k, s) for k in finetune_runs.FEW_LABELS for s in finetune_runs.SEEDS]
     assert {r["lr"] for r in few} == {STORED["chosen_lr"]["doc/MiniLM fine-tuned"]}
+
+
+def decode_vectors(text, rows):
+    """The chapter's decoding of stored ``test_vectors``: (rows, hidden) float32."""
+    return onp.frombuffer(base64.b64decode(text), "<f2").reshape(rows, -1).astype("float32")
+
+
+def test_test_vectors_are_packed_row_after_row_in_test_order(monkeypatch):
+    sentences = finetune_runs.read_doc_topics("test")[0]
+    expected = onp.arange(len(sentences) * 3, dtype="float32").reshape(-1, 3) / 7
+    seen = []
+
+    def fake_embeddings(encoder, tokenizer, given):
+        seen.append((encoder, tokenizer, list(given)))
+        return expected
+
+    monkeypatch.setattr(finetune_runs, "sentence_embeddings", fake_embeddings)
+    net = type("Net", (), {"encoder": "the encoder"})()
+    packed = finetune_runs.pack_test_vectors(net, "the tokenizer")
+    assert seen == [("the encoder", "the tokenizer", sentences)]
+    onp.testing.assert_array_equal(decode_vectors(packed, len(sentences)),
+                                   expected.astype("float16"))
+
+
+def test_stored_test_vectors_are_the_chosen_fine_tuned_seed_0_run():
+    """Only the run the chapter pictures carries vectors: unit length, one per test sentence."""
+    lr = STORED["chosen_lr"]["doc/MiniLM fine-tuned"]
+    carriers = [r for r in STORED["runs"] if "test_vectors" in r]
+    assert carriers == [stored_run("doc", "MiniLM fine-tuned", lr)]
+    vectors = decode_vectors(carriers[0]["test_vectors"], 200)
+    assert vectors.shape == (200, finetune_runs.config()["hidden_size"])
+    onp.testing.assert_allclose(onp.linalg.norm(vectors, axis=1), 1, atol=2e-3)

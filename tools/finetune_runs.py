@@ -5,8 +5,11 @@ from random weights on two tasks, the documentation task (``read_doc_topics``) a
 word-order task (``read_word_order``), and fine-tunes MiniLM on few labels. Training all of
 them takes longer than a chapter may run, so this script trains them once and stores, for
 each run, the validation accuracy, which test examples it got right (a string of 0 and 1 in
-test order) and the loss of its first steps (which ``tests/test_finetune_runs.py`` re-runs).
-The chapter loads the file and re-trains seed 0 of the fine-tuned models live.
+test order) and the loss of its first steps (which ``tests/test_finetune_runs.py`` re-runs,
+and the chapter too). For the chapter's picture of the sentence vectors, the run of MiniLM
+fine-tuned on the documentation task with seed 0 at the chosen rate also stores the
+``sentence_embeddings`` of the test sentences by its encoder (``test_vectors``: float16,
+little-endian, row after row, in base64). The chapter re-trains the word-order model live.
 
 Runs, with the chapter's settings (one epoch of Adam, batch 32 sentences or 16 pairs, mean
 pooling or :class:`~d2lattn.bert.PairClassifier`, dropout 0.1, ``d2lattn.set_seed(seed)``):
@@ -22,6 +25,7 @@ cores. From the repository root::
 
     PYTHONPATH=. .venv/bin/python tools/finetune_runs.py
 """
+import base64
 import json
 import pathlib
 import random
@@ -33,7 +37,8 @@ import numpy as onp
 from mxnet import np
 
 from d2lattn import set_seed
-from d2lattn.bert import BERTClassifier, PairClassifier, encoder_from_config, load_pretrained
+from d2lattn.bert import (BERTClassifier, PairClassifier, encoder_from_config, load_pretrained,
+                          sentence_embeddings)
 from d2lattn.data.doc_topics import CLASSES, encode_word_order, read_doc_topics
 from d2lattn.data.nmt import ArrayLoader
 from d2lattn.train import train_classifier
@@ -106,7 +111,7 @@ def config():
 
 
 def record(task, pretrained, seed, lr, iters, num_epochs=1, **extra):
-    """One run as a JSON-ready dict."""
+    """One run as a JSON-ready dict, and the trained net."""
     net, history = fine_tune(task, pretrained, seed, lr, iters["train"], iters["val"],
                              num_epochs)
     labels = onp.concatenate([batch[3].asnumpy() for batch in iters["test"]])
@@ -116,7 +121,14 @@ def record(task, pretrained, seed, lr, iters, num_epochs=1, **extra):
     return {"task": task, "model": "MiniLM fine-tuned" if pretrained else "MiniLM random init",
             "lr": lr, "seed": seed, **extra, "val_acc": round(history["val_acc"][-1], 6),
             "first_losses": [round(x, 6) for x in history["loss"][:FIRST_STEPS]],
-            "test_correct": "".join("1" if r else "0" for r in right)}
+            "test_correct": "".join("1" if r else "0" for r in right)}, net
+
+
+def pack_test_vectors(net, tokenizer):
+    """The ``sentence_embeddings`` of the test sentences by ``net``'s encoder (test order), as
+    stored: float16, little-endian, row after row, in base64."""
+    vectors = sentence_embeddings(net.encoder, tokenizer, read_doc_topics("test")[0])
+    return base64.b64encode(vectors.astype("<f2").tobytes()).decode("ascii")
 
 
 def draw(labels, k, seed):
@@ -132,11 +144,14 @@ def main():
     for task in ("doc", "order"):
         iters = loaders(task, tokenizer)
         for pretrained in (True, False):
-            first = [record(task, pretrained, 0, lr, iters) for lr in LEARNING_RATES]
-            best = max(first, key=lambda run: run["val_acc"])  # first (smaller) lr on ties
-            chosen[f"{task}/{best['model']}"] = best["lr"]
-            runs += first + [record(task, pretrained, seed, best["lr"], iters)
-                             for seed in SEEDS[1:]]
+            first, nets = zip(*(record(task, pretrained, 0, lr, iters)
+                                for lr in LEARNING_RATES))
+            best = max(range(len(first)), key=lambda i: first[i]["val_acc"])  # smaller on ties
+            chosen[f"{task}/{first[best]['model']}"] = lr = first[best]["lr"]
+            if task == "doc" and pretrained:
+                first[best]["test_vectors"] = pack_test_vectors(nets[best], tokenizer)
+            runs += list(first) + [record(task, pretrained, seed, lr, iters)[0]
+                                   for seed in SEEDS[1:]]
     sentences, labels = read_doc_topics("train")
     labels, iters = onp.array(labels), loaders("doc", tokenizer)
     for k in FEW_LABELS:
@@ -146,7 +161,7 @@ def main():
             num_epochs = max(1, round(10 * 16 / (2 * k)))  # about 10 steps of 16 sentences
             runs.append(record("doc", True, seed, chosen["doc/MiniLM fine-tuned"],
                                {"train": few, "val": few, "test": iters["test"]},
-                               num_epochs, labels_per_class=k))
+                               num_epochs, labels_per_class=k)[0])
     OUTPUT.write_text(json.dumps({"learning_rates": LEARNING_RATES, "chosen_lr": chosen,
                                   "runs": runs}, indent=0) + "\n")
     print(f"wrote {OUTPUT}", file=sys.stderr)
