@@ -13,25 +13,27 @@ import math
 from mxnet import np, npx
 from mxnet.gluon import nn
 
-from ._checks import (check_bool, check_int, check_positive, check_rate, check_same_shape,
-                      check_step_tokens, check_token_ids, check_tokens, check_width)
-from ._ops import Dense, Dropout, LayerNorm
-from .attention import MultiHeadAttention
+from ._checks import (check_bool, check_int, check_ndarray, check_positive, check_rate,
+                      check_same_shape, check_step_tokens, check_token_ids, check_tokens,
+                      check_width)
+from ._ops import Dense, Dropout, LayerNorm, is_symbol
+from .attention import MultiHeadAttention, _lengths
 from .positional import PositionalEncoding
 from .seq2seq import AttentionDecoder, Encoder
 
 
 # GELU(x) = x * Phi(x), Phi the standard normal CDF (MXNet's is the exact, erf-based one).
-_ACTIVATIONS = {"relu": lambda X: npx.relu(X),
-                "gelu": lambda X: npx.leaky_relu(X, act_type="gelu")}
+# F: mxnet.ndarray (imperative) or mxnet.symbol (cached graph).
+_ACTIVATIONS = {"relu": lambda F, X: F.npx.relu(X),
+                "gelu": lambda F, X: F.npx.leaky_relu(X, act_type="gelu")}
 
 
-class PositionWiseFFN(nn.Block):
+class PositionWiseFFN(nn.HybridBlock):
     """The same two-layer MLP at every position: Dense(ffn_num_hiddens), activation, Dense.
 
     X (..., steps, d) -> (..., steps, ffn_num_outputs); an empty X (a batch of 0, or no
     steps) gives an empty output and gradients of 0. ``activation``: "relu" (Vaswani et
-    al.) or "gelu" (BERT, GPT).
+    al.) or "gelu" (BERT, GPT). A HybridBlock: ``hybridize()`` makes it one cached graph.
     """
 
     def __init__(self, ffn_num_hiddens, ffn_num_outputs, activation="relu", **kwargs):
@@ -44,11 +46,15 @@ class PositionWiseFFN(nn.Block):
         self.activation = activation
 
     def forward(self, X):
-        check_width("X", X)
-        return self.dense2(_ACTIVATIONS[self.activation](self.dense1(X)))
+        if not is_symbol(X):
+            check_width("X", check_ndarray("X", X))
+        return super().forward(X)
+
+    def hybrid_forward(self, F, X):
+        return self.dense2(_ACTIVATIONS[self.activation](F, self.dense1(X)))
 
 
-class AddNorm(nn.Block):
+class AddNorm(nn.HybridBlock):
     """A residual connection with layer normalisation around a sublayer f.
 
     post-norm (``pre_norm=False``; Vaswani et al., d2l): LN(X + dropout(f(X))).
@@ -61,7 +67,8 @@ class AddNorm(nn.Block):
     ``add_norm.sublayer_input(X)``: LN(X + dropout(Y)) post-norm, X + dropout(Y) pre-norm.
     ``add_norm.wrap(X, f)`` applies the whole connection; the blocks use it.
     X, Y: (batch, steps, d), the same shape. ``norm_eps``: the epsilon of the LayerNorm
-    (1e-5 here and in PyTorch, 1e-12 in BERT).
+    (1e-5 here and in PyTorch, 1e-12 in BERT). A HybridBlock (one cached graph after
+    ``hybridize()``).
     """
 
     def __init__(self, dropout, pre_norm=False, norm_eps=1e-5, **kwargs):
@@ -75,7 +82,11 @@ class AddNorm(nn.Block):
         return self.ln(X) if self.pre_norm else X
 
     def forward(self, X, Y):
-        check_same_shape(X, Y)
+        if not is_symbol(X):
+            check_same_shape(check_ndarray("X", X), check_ndarray("Y", Y))
+        return super().forward(X, Y)
+
+    def hybrid_forward(self, F, X, Y):
         Z = X + self.dropout(Y)
         return Z if self.pre_norm else self.ln(Z)
 
@@ -84,12 +95,14 @@ class AddNorm(nn.Block):
         return self(X, sublayer(self.sublayer_input(X)))
 
 
-class TransformerEncoderBlock(nn.Block):
+class TransformerEncoderBlock(nn.HybridBlock):
     """Multi-head self-attention then the FFN, each inside an :class:`AddNorm`.
 
     forward(X (batch, steps, num_hiddens), valid_lens None or (batch,)) -> same shape as X;
     keys beyond a sequence's valid length (padding) get no attention. ``activation`` (of the
     FFN) and ``norm_eps``: see :class:`PositionWiseFFN` and :class:`AddNorm`.
+    ``hybridize()`` makes the block one cached graph (the attention checks its inputs
+    first; its ``attention_weights`` are then None, see :class:`MultiHeadAttention`).
     """
 
     def __init__(self, num_hiddens, ffn_num_hiddens, num_heads, dropout, use_bias=False,
@@ -101,6 +114,12 @@ class TransformerEncoderBlock(nn.Block):
         self.addnorm2 = AddNorm(dropout, pre_norm, norm_eps)
 
     def forward(self, X, valid_lens=None):
+        if self._active and not is_symbol(X):  # the graph's arguments: checked, no None
+            self.attention.check_call(X, X, X, valid_lens)
+            valid_lens = _lengths(valid_lens, X)
+        return super().forward(X, valid_lens)
+
+    def hybrid_forward(self, F, X, valid_lens=None):
         Y = self.addnorm1.wrap(X, lambda Z: self.attention(Z, Z, Z, valid_lens))
         return self.addnorm2.wrap(Y, self.ffn)
 
