@@ -115,8 +115,6 @@ def max_difference(hidden_a, hidden_b, batches):
                for a, b, (_, _, lens) in zip(hidden_a, hidden_b, batches))
 
 
-
-
 def measure(size, encoders, model, tokenizer):
     """One table row for batches of ``size``."""
     batches = encode_batches(tokenizer, size)
