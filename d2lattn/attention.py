@@ -95,10 +95,10 @@ class ScoredAttention(gluon.nn.HybridBlock):
     mode only (under ``autograd.record()``). Keys and values beyond every valid length of
     their sequence are zeroed first: inf or NaN there reaches no output and no gradient.
 
-    A subclass with a ``graph_score(F, queries, keys)`` (:class:`DotProductAttention`) is
-    also a cached graph after ``hybridize()``: the same results (to float32 rounding) from
-    one masked softmax, ``npx.softmax(length=...)``, whatever the lengths are; the inputs
-    are checked as before, but ``attention_weights`` is then None (the graph does not
+    A subclass with a ``graph_score(F, queries, keys, width)`` (:class:`DotProductAttention`)
+    is also a cached graph after ``hybridize()``: the same results (to float32 rounding)
+    from one masking that holds for any lengths, 0 included (:meth:`_graph_attend`); the
+    inputs are checked as before, but ``attention_weights`` is then None (the graph does not
     return them: call the block without ``hybridize()`` to see them). Other subclasses stay
     imperative when hybridized and cannot be part of a hybridized parent.
     """
@@ -143,16 +143,20 @@ class ScoredAttention(gluon.nn.HybridBlock):
             keys, values = _graph_without_padding(F, keys, values, lens)
         return self._graph_attend(F, queries, keys, values, lens)
 
-    def _graph_attend(self, F, queries, keys, values, lens):
+    def _graph_attend(self, F, queries, keys, values, lens, width=None):
         """Pooling in a cached graph: lens None or (batch, 1 or queries) int32, keys and
-        values already zeroed beyond them."""
-        scores = self.graph_score(F, queries, keys)
+        values already zeroed beyond them (so the scores are finite: adding -inf masks
+        them); ``width``: the queries' width if known. A length 0 keeps key 0 for the
+        softmax; its output row is zeroed after the pooling (and so its gradient)."""
+        scores = self.graph_score(F, queries, keys, width)
         if lens is None:
-            weights = F.npx.softmax(scores, axis=-1)
-        else:  # lens + a row of zeros: (batch, queries), the shape the softmax wants
-            lens = (lens + F.np.zeros_like(F.npx.arange_like(scores, axis=1))).astype("int32")
-            weights = F.npx.softmax(scores, lens, axis=-1, use_length=True)
-        return F.npx.batch_dot(self.dropout(weights), values)
+            return F.npx.batch_dot(self.dropout(F.npx.softmax(scores, axis=-1)), values)
+        lens = F.np.expand_dims(lens, -1).astype("float32")  # (rows, 1 or queries, 1)
+        valid = F.npx.arange_like(scores, axis=-1) < F.np.maximum(lens, 1)
+        bias = F.np.log(valid.astype("float32"))  # 0, or -inf beyond the length
+        weights = F.npx.softmax(scores + _like(F, bias, scores), axis=-1)
+        out = F.npx.batch_dot(self.dropout(weights), values)
+        return out * _like(F, (lens > 0).astype("float32"), out)
 
     def _attend(self, queries, keys, values, valid_lens, kind):
         """The call without its checks; ``kind``: see :func:`_masked_softmax`."""
@@ -160,6 +164,12 @@ class ScoredAttention(gluon.nn.HybridBlock):
         _check_3d("scores", scores)
         self.attention_weights = _masked_softmax(scores, valid_lens, kind)
         return npx.batch_dot(self.dropout(self.attention_weights), values)
+
+
+def _like(F, small, big):
+    """``small`` broadcast to ``big``'s shape, a new array: elementwise operators on equal
+    shapes are much faster in MXNet 1.9.1 than broadcasting ones, gradient included."""
+    return F.broadcast_like(small.as_nd_ndarray(), big.as_nd_ndarray()).as_np_ndarray()
 
 
 def _lengths(valid_lens, keys):
@@ -241,10 +251,14 @@ class DotProductAttention(ScoredAttention):
         d = check_same_width(queries, keys)
         return npx.batch_dot(queries, keys, transpose_b=True) / math.sqrt(d)
 
-    def graph_score(self, F, queries, keys):
-        """:meth:`score` in a cached graph, the width d read from the queries' shape."""
-        d = F.npx.shape_array(queries)[-1:].astype("float32")  # (1,)
-        return F.npx.batch_dot(queries, keys, transpose_b=True) / F.np.sqrt(d)
+    def graph_score(self, F, queries, keys, width=None):
+        """:meth:`score` in a cached graph; ``width`` None: read from the queries' shape (a
+        division by an array, slower)."""
+        if width is not None:  # the queries are scaled: fewer entries than the scores
+            return F.npx.batch_dot(queries / math.sqrt(width), keys, transpose_b=True)
+        d = F.npx.shape_array(queries)[-1:].astype("float32")  # (1,), without gradient
+        scores = F.npx.batch_dot(queries, keys, transpose_b=True)
+        return scores / F.BlockGrad(F.np.sqrt(d).as_nd_ndarray()).as_np_ndarray()
 
 
 class SlidingWindowAttention(DotProductAttention):
@@ -500,7 +514,7 @@ class MultiHeadAttention(gluon.nn.HybridBlock):
             lens = F.np.repeat(lens, self.num_heads, axis=0)  # (batch * heads, 1 or queries)
         q, k, v = (_split_heads(F, graph_rows(layer, x), self.num_heads) for layer, x in
                    ((self.W_q, queries), (self.W_k, keys), (self.W_v, values)))
-        out = self.attention._graph_attend(F, q, k, v, lens)
+        out = self.attention._graph_attend(F, q, k, v, lens, self.num_hiddens // self.num_heads)
         return graph_rows(self.W_o, _merge_heads(F, out, self.num_heads))
 
     def _rotate(self, X, cache):
