@@ -517,6 +517,24 @@ class MultiHeadAttention(gluon.nn.HybridBlock):
         out = self.attention._graph_attend(F, q, k, v, lens, self.num_hiddens // self.num_heads)
         return graph_rows(self.W_o, _merge_heads(F, out, self.num_heads))
 
+    def graph_step(self, F, queries, cache_k, cache_v, lens=None, self_attention=True):
+        """A call with a cache, in a parent's cached graph: ``queries`` (batch, steps, q);
+        ``cache_k``, ``cache_v`` (batch * num_heads, keys, p) the cached projected keys and
+        values; ``self_attention``: the queries' own keys and values are projected and
+        appended first (else the queries attend to the cache as it is, e.g. encoder
+        outputs); ``lens`` None (every key) or (batch,) valid lengths of the keys.
+        Returns (output (batch, steps, num_hiddens), keys, values), the cache to keep."""
+        split = lambda layer: _split_heads(F, graph_rows(layer, queries), self.num_heads)
+        if self_attention:
+            cache_k = F.np.concatenate([cache_k, split(self.W_k)], axis=1)
+            cache_v = F.np.concatenate([cache_v, split(self.W_v)], axis=1)
+        if lens is not None:  # (batch,) -> (batch * heads, 1)
+            lens = F.np.repeat(F.npx.reshape(lens, (-2, -1)).astype("int32"), self.num_heads,
+                               axis=0)
+        out = self.attention._graph_attend(F, split(self.W_q), cache_k, cache_v, lens,
+                                           self.num_hiddens // self.num_heads)
+        return graph_rows(self.W_o, _merge_heads(F, out, self.num_heads)), cache_k, cache_v
+
     def _rotate(self, X, cache):
         """Per-head queries or keys (rows, steps, p) at their positions: unchanged here, where
         positions are added to the inputs (see RotaryMultiHeadAttention)."""

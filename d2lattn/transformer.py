@@ -8,7 +8,9 @@ t + 1 per query). The decoder keeps each block's projected keys and values in it
 the encoder outputs projected once for encoder-decoder attention), so decoding one token at
 a time costs O(n) per token and gives the same logits as one call on the whole target.
 """
+import contextlib
 import math
+import warnings
 
 from mxnet import np, npx
 from mxnet.gluon import nn
@@ -84,7 +86,8 @@ class AddNorm(nn.HybridBlock):
     def forward(self, X, Y):
         if not is_symbol(X):
             check_same_shape(check_ndarray("X", X), check_ndarray("Y", Y))
-        return super().forward(X, Y)
+        with _unused_parameters_allowed():  # pre-norm: the LN acts in sublayer_input
+            return super().forward(X, Y)
 
     def hybrid_forward(self, F, X, Y):
         Z = X + self.dropout(Y)
@@ -140,7 +143,7 @@ class TransformerEncoder(Encoder):
         self.embedding = nn.Embedding(check_int("vocab_size", vocab_size, minimum=1),
                                       num_hiddens)
         self.pos_encoding = PositionalEncoding(num_hiddens, dropout)
-        self.blks = nn.Sequential()
+        self.blks = nn.HybridSequential()
         for _ in range(check_int("num_blks", num_blks, minimum=1)):
             self.blks.add(TransformerEncoderBlock(num_hiddens, ffn_num_hiddens, num_heads,
                                                   dropout, use_bias, pre_norm))
@@ -159,7 +162,7 @@ class TransformerEncoder(Encoder):
         return [blk.attention.attention_weights for blk in self.blks]
 
 
-class TransformerDecoderBlock(nn.Block):
+class TransformerDecoderBlock(nn.HybridBlock):
     """Block ``i`` of the decoder: causal self-attention, encoder-decoder attention, FFN.
 
     forward(X (batch, steps, num_hiddens), state) -> (same shape as X, state), with
@@ -170,6 +173,11 @@ class TransformerDecoderBlock(nn.Block):
     skips source padding only; it projects the encoder outputs on the first call and keeps
     them in ``caches[i]["cross"]``. The returned state holds a new ``caches[i]``; the given
     state is left unchanged.
+
+    ``hybridize()``: a call of one step whose caches are filled (every decoding step after
+    the first) is one cached graph taking and returning the cached keys and values, the
+    same results to float32 rounding; the attentions' ``attention_weights`` are then None.
+    Other calls stay imperative.
     """
 
     def __init__(self, num_hiddens, ffn_num_hiddens, num_heads, dropout, i, pre_norm=False,
@@ -187,6 +195,17 @@ class TransformerDecoderBlock(nn.Block):
         enc_outputs, enc_valid_lens, caches, offset = state
         # The attentions replace their cache entries: copies keep the given state intact.
         cache = {site: dict(entries) for site, entries in caches[self.i].items()}
+        if self._active and X.shape[1] == 1 and "k" in cache["self"] \
+                and "k" in cache["cross"]:  # one decoding step: the cached graph
+            self.attention1.check_call(X, X, X, None, cache["self"])
+            with _unused_parameters_allowed():  # the step uses no W_k, W_v of attention2
+                Y, cache["self"]["k"], cache["self"]["v"] = super().forward(
+                    X, cache["self"]["k"], cache["self"]["v"], cache["cross"]["k"],
+                    cache["cross"]["v"], _lengths(enc_valid_lens, enc_outputs))
+            for attention in (self.attention1, self.attention2):
+                attention.attention.attention_weights = None
+            caches = caches[:self.i] + [cache] + caches[self.i + 1:]
+            return Y, (enc_outputs, enc_valid_lens, caches, offset)
         causal = _causal_lens(X.shape[0], X.shape[1], offset, X.ctx)
         Y = self.addnorm1.wrap(X, lambda Z: self.attention1(Z, Z, Z, causal, cache["self"]))
         # Encoder outputs are projected once; later calls pass 0 positions: use the cache.
@@ -196,6 +215,18 @@ class TransformerDecoderBlock(nn.Block):
         caches = caches[:self.i] + [cache] + caches[self.i + 1:]
         state = (enc_outputs, enc_valid_lens, caches, offset)
         return self.addnorm3.wrap(Y, self.ffn), state
+
+    def hybrid_forward(self, F, X, self_k, self_v, cross_k, cross_v, enc_valid_lens):
+        """One decoding step in a cached graph -> (output, self-attention keys and values)."""
+        keys = {}
+
+        def self_attention(Z):
+            out, keys["k"], keys["v"] = self.attention1.graph_step(F, Z, self_k, self_v)
+            return out
+        Y = self.addnorm1.wrap(X, self_attention)
+        Y = self.addnorm2.wrap(Y, lambda Z: self.attention2.graph_step(
+            F, Z, cross_k, cross_v, enc_valid_lens, self_attention=False)[0])
+        return self.addnorm3.wrap(Y, self.ffn), keys["k"], keys["v"]
 
 
 class TransformerDecoder(AttentionDecoder):
@@ -225,7 +256,7 @@ class TransformerDecoder(AttentionDecoder):
         vocab_size = check_int("vocab_size", vocab_size, minimum=1)
         self.embedding = nn.Embedding(vocab_size, num_hiddens)
         self.pos_encoding = PositionalEncoding(num_hiddens, dropout)
-        self.blks = nn.Sequential()
+        self.blks = nn.HybridSequential()
         for i in range(self.num_blks):
             self.blks.add(TransformerDecoderBlock(num_hiddens, ffn_num_hiddens, num_heads,
                                                   dropout, i, pre_norm))
@@ -273,6 +304,14 @@ class TransformerDecoder(AttentionDecoder):
     def attention_weights(self):
         weights = self.blks[-1].attention2.attention_weights
         return None if weights is None else weights.mean(axis=1)
+
+
+@contextlib.contextmanager
+def _unused_parameters_allowed():
+    """Silence Gluon's warning that a cached graph leaves parameters of the block unused."""
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", "Parameter .* is not used by any computation")
+        yield
 
 
 def _embed(coder, X, offset):
