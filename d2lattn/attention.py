@@ -97,7 +97,7 @@ class ScoredAttention(gluon.nn.HybridBlock):
 
     A subclass with a ``graph_score(F, queries, keys, width)`` (:class:`DotProductAttention`)
     is also a cached graph after ``hybridize()``: the same results (to float32 rounding)
-    from one masking that holds for any lengths, 0 included (:meth:`_graph_attend`); the
+    from one masking that holds for any lengths, 0 included (:func:`_graph_attention`); the
     inputs are checked as before, but ``attention_weights`` is then None (the graph does not
     return them: call the block without ``hybridize()`` to see them). Other subclasses stay
     imperative when hybridized and cannot be part of a hybridized parent.
@@ -116,7 +116,9 @@ class ScoredAttention(gluon.nn.HybridBlock):
 
     def forward(self, queries, keys, values, valid_lens=None):
         if is_symbol(queries):  # traced into a hybridized parent, which checked its inputs
-            self._require_graph()
+            if self.graph_score is None:
+                raise NotImplementedError(f"{type(self).__name__} has no cached-graph form: "
+                                          "call it from a block that is not hybridized")
             self.attention_weights = None  # the graph does not return them
             return super().forward(queries, keys, values, valid_lens)
         _check_inputs(queries, keys, values)
@@ -129,11 +131,6 @@ class ScoredAttention(gluon.nn.HybridBlock):
         keys, values = _without_padding(keys, values, valid_lens, kind)
         return self._attend(queries, keys, values, valid_lens, kind)
 
-    def _require_graph(self):
-        if self.graph_score is None:
-            raise NotImplementedError(f"{type(self).__name__} has no cached-graph form: call it "
-                                      "from a block that is not hybridized")
-
     def hybrid_forward(self, F, queries, keys, values, valid_lens=None):
         """The call in a cached graph; ``valid_lens``: None (inside a parent's graph),
         (batch,) or (batch, queries)."""
@@ -141,22 +138,7 @@ class ScoredAttention(gluon.nn.HybridBlock):
         if valid_lens is not None:
             lens = F.npx.reshape(valid_lens, (-2, -1)).astype("int32")  # (batch, 1 or queries)
             keys, values = _graph_without_padding(F, keys, values, lens)
-        return self._graph_attend(F, queries, keys, values, lens)
-
-    def _graph_attend(self, F, queries, keys, values, lens, width=None):
-        """Pooling in a cached graph: lens None or (batch, 1 or queries) int32, keys and
-        values already zeroed beyond them (so the scores are finite: adding -inf masks
-        them); ``width``: the queries' width if known. A length 0 keeps key 0 for the
-        softmax; its output row is zeroed after the pooling (and so its gradient)."""
-        scores = self.graph_score(F, queries, keys, width)
-        if lens is None:
-            return F.npx.batch_dot(self.dropout(F.npx.softmax(scores, axis=-1)), values)
-        lens = F.np.expand_dims(lens, -1).astype("float32")  # (rows, 1 or queries, 1)
-        valid = F.npx.arange_like(scores, axis=-1) < F.np.maximum(lens, 1)
-        bias = F.np.log(valid.astype("float32"))  # 0, or -inf beyond the length
-        weights = F.npx.softmax(scores + _like(F, bias, scores), axis=-1)
-        out = F.npx.batch_dot(self.dropout(weights), values)
-        return out * _like(F, (lens > 0).astype("float32"), out)
+        return _graph_attention(F, self, queries, keys, values, lens)
 
     def _attend(self, queries, keys, values, valid_lens, kind):
         """The call without its checks; ``kind``: see :func:`_masked_softmax`."""
@@ -164,6 +146,23 @@ class ScoredAttention(gluon.nn.HybridBlock):
         _check_3d("scores", scores)
         self.attention_weights = _masked_softmax(scores, valid_lens, kind)
         return npx.batch_dot(self.dropout(self.attention_weights), values)
+
+
+def _graph_attention(F, attention, queries, keys, values, lens, width=None):
+    """The pooling of ``attention`` (a :class:`ScoredAttention` with a ``graph_score``) in a
+    cached graph: lens None or (batch, 1 or queries) int32, keys and values already zeroed
+    beyond them (so the scores are finite: adding -inf masks them); ``width``: the queries'
+    width if known. A length 0 keeps key 0 for the softmax; its output row is zeroed after
+    the pooling (and so its gradient)."""
+    scores = attention.graph_score(F, queries, keys, width)
+    if lens is None:
+        return F.npx.batch_dot(attention.dropout(F.npx.softmax(scores, axis=-1)), values)
+    lens = F.np.expand_dims(lens, -1).astype("float32")  # (rows, 1 or queries, 1)
+    valid = F.npx.arange_like(scores, axis=-1) < F.np.maximum(lens, 1)
+    bias = F.np.log(valid.astype("float32"))  # 0, or -inf beyond the length
+    weights = F.npx.softmax(scores + _like(F, bias, scores), axis=-1)
+    out = F.npx.batch_dot(attention.dropout(weights), values)
+    return out * _like(F, (lens > 0).astype("float32"), out)
 
 
 def _like(F, small, big):
@@ -514,7 +513,8 @@ class MultiHeadAttention(gluon.nn.HybridBlock):
             lens = F.np.repeat(lens, self.num_heads, axis=0)  # (batch * heads, 1 or queries)
         q, k, v = (_split_heads(F, graph_rows(layer, x), self.num_heads) for layer, x in
                    ((self.W_q, queries), (self.W_k, keys), (self.W_v, values)))
-        out = self.attention._graph_attend(F, q, k, v, lens, self.num_hiddens // self.num_heads)
+        out = _graph_attention(F, self.attention, q, k, v, lens,
+                               self.num_hiddens // self.num_heads)
         return graph_rows(self.W_o, _merge_heads(F, out, self.num_heads))
 
     def graph_step(self, F, queries, cache_k, cache_v, lens=None, self_attention=True):
@@ -531,8 +531,8 @@ class MultiHeadAttention(gluon.nn.HybridBlock):
         if lens is not None:  # (batch,) -> (batch * heads, 1)
             lens = F.np.repeat(F.npx.reshape(lens, (-2, -1)).astype("int32"), self.num_heads,
                                axis=0)
-        out = self.attention._graph_attend(F, split(self.W_q), cache_k, cache_v, lens,
-                                           self.num_hiddens // self.num_heads)
+        out = _graph_attention(F, self.attention, split(self.W_q), cache_k, cache_v, lens,
+                               self.num_hiddens // self.num_heads)
         return graph_rows(self.W_o, _merge_heads(F, out, self.num_heads)), cache_k, cache_v
 
     def _rotate(self, X, cache):
