@@ -433,9 +433,10 @@ class MultiHeadAttention(gluon.nn.HybridBlock):
 
     ``hybridize()``: calls without a cache become one cached graph (or part of a hybridized
     parent's), with the same results to float32 rounding, after the same checks of the
-    inputs; ``attention_weights`` is then None. Calls with a cache, and layers with a
-    ``window``, ``num_kv_heads < num_heads`` or rotary positions, stay imperative (such a
-    layer cannot be part of a hybridized parent).
+    inputs; ``attention_weights`` is then None. Calls with a cache stay imperative (a
+    hybridized parent may run cached steps in its graph with :meth:`graph_step`), and so do
+    layers with a ``window``, ``num_kv_heads < num_heads`` or rotary positions, which cannot
+    be part of a hybridized parent.
     """
 
     def __init__(self, num_hiddens, num_heads, dropout, use_bias=False, num_kv_heads=None,

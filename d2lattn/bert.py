@@ -36,8 +36,8 @@ class BERTEncoder(nn.HybridBlock):
     ``attention_weights``: one (batch, num_heads, steps, steps) array per block (last call).
 
     ``hybridize()`` makes the whole encoder one cached graph: the inputs are checked once
-    (one host round trip each for the ids and the lengths) and ~200 operators run without
-    Python, the same results to float32 rounding; ``attention_weights`` are then None.
+    (host round trips for the ids and the lengths) and every operator runs without Python,
+    the same results to float32 rounding; ``attention_weights`` are then None.
     """
 
     def __init__(self, vocab_size, num_hiddens, ffn_num_hiddens, num_heads, num_blks, dropout,
