@@ -136,7 +136,7 @@ class ScoredAttention(gluon.nn.HybridBlock):
         (batch,) or (batch, queries)."""
         lens = None
         if valid_lens is not None:
-            lens = F.npx.reshape(valid_lens, (-2, -1)).astype("int32")  # (batch, 1 or queries)
+            lens = F.npx.reshape(valid_lens, (-2, -1)).astype("float32")  # (batch, 1 or queries)
             keys, values = _graph_without_padding(F, keys, values, lens)
         return _graph_attention(F, self, queries, keys, values, lens)
 
@@ -150,19 +150,19 @@ class ScoredAttention(gluon.nn.HybridBlock):
 
 def _graph_attention(F, attention, queries, keys, values, lens, width=None):
     """The pooling of ``attention`` (a :class:`ScoredAttention` with a ``graph_score``) in a
-    cached graph: lens None or (batch, 1 or queries) int32, keys and values already zeroed
+    cached graph: lens None or (batch, 1 or queries) float32, keys and values already zeroed
     beyond them (so the scores are finite: adding -inf masks them); ``width``: the queries'
     width if known. A length 0 keeps key 0 for the softmax; its output row is zeroed after
     the pooling (and so its gradient)."""
     scores = attention.graph_score(F, queries, keys, width)
     if lens is None:
         return F.npx.batch_dot(attention.dropout(F.npx.softmax(scores, axis=-1)), values)
-    lens = F.np.expand_dims(lens, -1).astype("float32")  # (rows, 1 or queries, 1)
+    lens = F.np.expand_dims(lens, -1)  # (rows, 1 or queries, 1)
     valid = F.npx.arange_like(scores, axis=-1) < F.np.maximum(lens, 1)
     bias = F.np.log(valid.astype("float32"))  # 0, or -inf beyond the length
     weights = F.npx.softmax(scores + _like(F, bias, scores), axis=-1)
     out = F.npx.batch_dot(attention.dropout(weights), values)
-    return out * _like(F, (lens > 0).astype("float32"), out)
+    return out * _like(F, F.np.minimum(lens, 1), out)  # lengths are integers: 0 or 1
 
 
 def _like(F, small, big):
@@ -180,7 +180,7 @@ def _lengths(valid_lens, keys):
 
 
 def _graph_without_padding(F, keys, values, lens):
-    """:func:`_without_padding` in a cached graph: lens (batch, 1 or queries) int32; the
+    """:func:`_without_padding` in a cached graph: lens (batch, 1 or queries) float32; the
     same Symbol for keys and values (self-attention) is masked once."""
     longest = F.np.max(lens, axis=1)
     keys_out = sequence_mask(keys, longest, 0)
@@ -509,7 +509,7 @@ class MultiHeadAttention(gluon.nn.HybridBlock):
         parent's graph), (batch,) or (batch, queries)."""
         lens = None
         if valid_lens is not None:
-            lens = F.npx.reshape(valid_lens, (-2, -1)).astype("int32")  # (batch, 1 or queries)
+            lens = F.npx.reshape(valid_lens, (-2, -1)).astype("float32")  # (batch, 1 or queries)
             keys, values = _graph_without_padding(F, keys, values, lens)
             lens = F.np.repeat(lens, self.num_heads, axis=0)  # (batch * heads, 1 or queries)
         q, k, v = (_split_heads(F, graph_rows(layer, x), self.num_heads) for layer, x in
@@ -530,7 +530,7 @@ class MultiHeadAttention(gluon.nn.HybridBlock):
             cache_k = F.np.concatenate([cache_k, split(self.W_k)], axis=1)
             cache_v = F.np.concatenate([cache_v, split(self.W_v)], axis=1)
         if lens is not None:  # (batch,) -> (batch * heads, 1)
-            lens = F.np.repeat(F.npx.reshape(lens, (-2, -1)).astype("int32"), self.num_heads,
+            lens = F.np.repeat(F.npx.reshape(lens, (-2, -1)).astype("float32"), self.num_heads,
                                axis=0)
         out = _graph_attention(F, self.attention, split(self.W_q), cache_k, cache_v, lens,
                                self.num_hiddens // self.num_heads)
