@@ -6,7 +6,6 @@ Prints one row per sequence length: milliseconds per forward+backward and achiev
 for each implementation (d2lattn as it is and after ``hybridize()``), next to the machine's
 measured GEMM rate, and d2l's time over each d2lattn's (goal: >= 1.5x hybridized at n 128).
 """
-import math
 import sys
 
 import d2lattn  # noqa: F401  (before mxnet: the numpy shim)

@@ -12,7 +12,7 @@ import contextlib
 import math
 import warnings
 
-from mxnet import np, npx
+from mxnet import np
 from mxnet.gluon import nn
 
 from ._checks import (check_bool, check_int, check_ndarray, check_positive, check_rate,

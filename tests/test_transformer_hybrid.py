@@ -260,7 +260,8 @@ def test_hybridized_decoding_step_gradients_equal_the_imperative_ones():
     grads = []
     for hybrid in (False, True):
         decoder.hybridize(hybrid)
-        _, state = decoder(np.ones((2, 1), dtype="int32"), decoder.init_state(enc, np.array([4, 2])))
+        state = decoder.init_state(enc, np.array([4, 2]))
+        _, state = decoder(np.ones((2, 1), dtype="int32"), state)
         with autograd.record():
             out, _ = decoder(np.ones((2, 1), dtype="int32") * 3, state)
             loss = (out * out).sum()
