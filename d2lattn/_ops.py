@@ -1,13 +1,22 @@
 """Numerical building blocks shared by the attention modules."""
-from mxnet import autograd, gluon, nd, np
+from mxnet import autograd, gluon, nd, np, symbol
+
+
+def is_symbol(x):
+    """Whether ``x`` is a Symbol: the block holding it is being traced into a cached graph
+    (``hybridize()``), its inputs already checked by the hybridized block called."""
+    return isinstance(x, symbol.Symbol)
 
 
 class Dropout(gluon.nn.Dropout):
     """Gluon's Dropout, returning its input itself where Gluon would copy it unchanged: with a
-    rate of 0, or outside training."""
+    rate of 0, or outside training. In a cached graph (a Symbol) it is Gluon's, which drops
+    in training mode only."""
 
     def forward(self, x):
-        return super().forward(x) if self._rate > 0 and autograd.is_training() else x
+        if self._rate > 0 and (is_symbol(x) or autograd.is_training()):
+            return super().forward(x)
+        return x
 
 
 class Dense(gluon.nn.Dense):
@@ -23,7 +32,7 @@ class Dense(gluon.nn.Dense):
         super().__init__(units, flatten=False, **kwargs)
 
     def forward(self, x):
-        return on_rows(super().forward, x)
+        return graph_rows(super().forward, x) if is_symbol(x) else on_rows(super().forward, x)
 
 
 class LayerNorm(gluon.nn.LayerNorm):
@@ -31,7 +40,18 @@ class LayerNorm(gluon.nn.LayerNorm):
     :class:`Dense`, MXNet 1.9.1 writes no gradient of gamma and beta there."""
 
     def forward(self, x):
-        return on_rows(super().forward, x)
+        return super().forward(x) if is_symbol(x) else on_rows(super().forward, x)
+
+
+def graph_rows(layer, X):
+    """``layer(X)`` in a cached graph (X a Symbol (..., in)) for a ``layer`` that maps each
+    row on its own, e.g. a Dense: it sees the rows as one (n, in) matrix. MXNet 1.9.1's
+    FullyConnected is ~2x faster on a matrix than on a 3-D input at BERT's sizes (batch 1,
+    17 tokens, 384 features: 0.24 against 0.45 ms on 2 cores)."""
+    rows = symbol.reshape(X.as_nd_ndarray(), shape=(-1, 0), reverse=True).as_np_ndarray()
+    out = layer(rows).as_nd_ndarray()
+    return symbol.reshape_like(out, X.as_nd_ndarray(), lhs_begin=0, lhs_end=1, rhs_begin=0,
+                               rhs_end=-1).as_np_ndarray()
 
 
 def on_rows(layer, X):
@@ -45,22 +65,29 @@ def on_rows(layer, X):
     return out[:0].reshape(X.shape[:-1] + out.shape[1:])
 
 
+def _legacy(X):
+    """The module of MXNet's legacy operators for X (an mxnet.np array or Symbol)."""
+    return symbol if is_symbol(X) else nd
+
+
 def transpose(X, axes):
-    """``X.transpose(*axes)`` for an mxnet.np array, gradient included.
+    """``X.transpose(*axes)`` for an mxnet.np array or Symbol, gradient included.
 
     MXNet 1.9.1's legacy operator is ~4x faster on CPU than the numpy-interface one
     (bench/mha.py); the conversions share memory and are recorded by autograd.
     """
-    return nd.transpose(X.as_nd_ndarray(), axes=axes).as_np_ndarray()
+    return _legacy(X).transpose(X.as_nd_ndarray(), axes=axes).as_np_ndarray()
 
 
 def sequence_mask(rows, lens, value):
-    """``rows`` (n, keys, ...) with the entries at positions >= ``lens`` (n,) set to ``value``.
+    """``rows`` (n, keys, ...) with the entries at positions >= ``lens`` (n,) set to ``value``;
+    arrays or Symbols.
 
     The legacy SequenceMask operator, faster on CPU than ``npx.sequence_mask`` in 1.9.1.
     """
-    return nd.SequenceMask(rows.as_nd_ndarray(), lens.as_nd_ndarray(),
-                           use_sequence_length=True, value=value, axis=1).as_np_ndarray()
+    return _legacy(rows).SequenceMask(rows.as_nd_ndarray(), lens.as_nd_ndarray(),
+                                      use_sequence_length=True, value=value,
+                                      axis=1).as_np_ndarray()
 
 
 def softmax_rows(scores):

@@ -11,7 +11,7 @@ from mxnet import gluon, np, npx
 
 from ._checks import (check_bool, check_divisible, check_float_array, check_heads, check_int,
                       check_integers, check_rate, check_same_width)
-from ._ops import Dropout, masked_fill, sequence_mask, transpose
+from ._ops import Dropout, graph_rows, is_symbol, masked_fill, sequence_mask, transpose
 
 
 def masked_softmax(X, valid_lens):
@@ -85,7 +85,7 @@ def _check_valid_lens(valid_lens, shape):
     return "full" if (lens == keys).all() else "empty" if (lens == 0).any() else "some"
 
 
-class ScoredAttention(gluon.nn.Block):
+class ScoredAttention(gluon.nn.HybridBlock):
     """Attention pooling with a scoring function: the step all attention layers share.
 
     Subclasses define ``score(queries, keys) -> (batch, queries, keys)``. The call
@@ -94,7 +94,16 @@ class ScoredAttention(gluon.nn.Block):
     ``attention_weights`` (batch, queries, keys). Dropout on the weights acts in training
     mode only (under ``autograd.record()``). Keys and values beyond every valid length of
     their sequence are zeroed first: inf or NaN there reaches no output and no gradient.
+
+    A subclass with a ``graph_score(F, queries, keys, width)`` (:class:`DotProductAttention`)
+    is also a cached graph after ``hybridize()``: the same results (to float32 rounding)
+    from one masking that holds for any lengths, 0 included (:func:`_graph_attention`); the
+    inputs are checked as before, but ``attention_weights`` is then None (the graph does not
+    return them: call the block without ``hybridize()`` to see them). Other subclasses stay
+    imperative when hybridized and cannot be part of a hybridized parent.
     """
+
+    graph_score = None
 
     def __init__(self, dropout, **kwargs):
         super().__init__(**kwargs)
@@ -106,12 +115,30 @@ class ScoredAttention(gluon.nn.Block):
         raise NotImplementedError
 
     def forward(self, queries, keys, values, valid_lens=None):
+        if is_symbol(queries):  # traced into a hybridized parent, which checked its inputs
+            if self.graph_score is None:
+                raise NotImplementedError(f"{type(self).__name__} has no cached-graph form: "
+                                          "call it from a block that is not hybridized")
+            self.attention_weights = None  # the graph does not return them
+            return super().forward(queries, keys, values, valid_lens)
         _check_inputs(queries, keys, values)
         _check_param_dtype(self, queries)
         shape = (queries.shape[0], queries.shape[1], keys.shape[1])
         kind = None if valid_lens is None else _check_valid_lens(valid_lens, shape)
+        if self._active and self.graph_score is not None:
+            self.attention_weights = None
+            return super().forward(queries, keys, values, _lengths(valid_lens, keys))
         keys, values = _without_padding(keys, values, valid_lens, kind)
         return self._attend(queries, keys, values, valid_lens, kind)
+
+    def hybrid_forward(self, F, queries, keys, values, valid_lens=None):
+        """The call in a cached graph; ``valid_lens``: None (inside a parent's graph),
+        (batch,) or (batch, queries)."""
+        lens = None
+        if valid_lens is not None:
+            lens = F.npx.reshape(valid_lens, (-2, -1)).astype("float32")  # (batch, 1 or queries)
+            keys, values = _graph_without_padding(F, keys, values, lens)
+        return _graph_attention(F, self, queries, keys, values, lens)
 
     def _attend(self, queries, keys, values, valid_lens, kind):
         """The call without its checks; ``kind``: see :func:`_masked_softmax`."""
@@ -119,6 +146,45 @@ class ScoredAttention(gluon.nn.Block):
         _check_3d("scores", scores)
         self.attention_weights = _masked_softmax(scores, valid_lens, kind)
         return npx.batch_dot(self.dropout(self.attention_weights), values)
+
+
+def _graph_attention(F, attention, queries, keys, values, lens, width=None):
+    """The pooling of ``attention`` (a :class:`ScoredAttention` with a ``graph_score``) in a
+    cached graph: lens None or (batch, 1 or queries) float32, keys and values already zeroed
+    beyond them (so the scores are finite: adding -inf masks them); ``width``: the queries'
+    width if known. A length 0 keeps key 0 for the softmax; its output row is zeroed after
+    the pooling (and so its gradient)."""
+    scores = attention.graph_score(F, queries, keys, width)
+    if lens is None:
+        return F.npx.batch_dot(attention.dropout(F.npx.softmax(scores, axis=-1)), values)
+    lens = F.np.expand_dims(lens, -1)  # (rows, 1 or queries, 1)
+    valid = F.npx.arange_like(scores, axis=-1) < F.np.maximum(lens, 1)
+    bias = F.np.log(valid.astype("float32"))  # 0, or -inf beyond the length
+    weights = F.npx.softmax(scores + _like(F, bias, scores), axis=-1)
+    out = F.npx.batch_dot(attention.dropout(weights), values)
+    return out * _like(F, F.np.minimum(lens, 1), out)  # lengths are integers: 0 or 1
+
+
+def _like(F, small, big):
+    """``small`` broadcast to ``big``'s shape, a new array: elementwise operators on equal
+    shapes are much faster in MXNet 1.9.1 than broadcasting ones, gradient included."""
+    return F.broadcast_like(small.as_nd_ndarray(), big.as_nd_ndarray()).as_np_ndarray()
+
+
+def _lengths(valid_lens, keys):
+    """``valid_lens``, or for None every key: (batch,) lengths for a cached graph, which
+    takes the same arguments at every call."""
+    if valid_lens is not None:
+        return valid_lens
+    return np.full(keys.shape[:1], keys.shape[1], dtype="int32", ctx=keys.ctx)
+
+
+def _graph_without_padding(F, keys, values, lens):
+    """:func:`_without_padding` in a cached graph: lens (batch, 1 or queries) float32; the
+    same Symbol for keys and values (self-attention) is masked once."""
+    longest = F.np.max(lens, axis=1)
+    keys_out = sequence_mask(keys, longest, 0)
+    return keys_out, keys_out if values is keys else sequence_mask(values, longest, 0)
 
 
 def _without_padding(keys, values, valid_lens, kind):
@@ -184,6 +250,15 @@ class DotProductAttention(ScoredAttention):
         d = check_same_width(queries, keys)
         return npx.batch_dot(queries, keys, transpose_b=True) / math.sqrt(d)
 
+    def graph_score(self, F, queries, keys, width=None):
+        """:meth:`score` in a cached graph; ``width`` None: read from the queries' shape (a
+        division by an array, slower)."""
+        if width is not None:  # the queries are scaled: fewer entries than the scores
+            return F.npx.batch_dot(queries / math.sqrt(width), keys, transpose_b=True)
+        d = F.npx.shape_array(queries)[-1:].astype("float32")  # (1,), without gradient
+        scores = F.npx.batch_dot(queries, keys, transpose_b=True)
+        return scores / F.BlockGrad(F.np.sqrt(d).as_nd_ndarray()).as_np_ndarray()
+
 
 class SlidingWindowAttention(DotProductAttention):
     """Scaled dot-product attention in which each query sees at most ``window`` keys: the
@@ -192,6 +267,8 @@ class SlidingWindowAttention(DotProductAttention):
     t) this is the sliding window of Longformer and Mistral: positions t - window + 1 .. t.
     Call as :class:`ScoredAttention`; ``attention_weights`` are 0 outside the window.
     """
+
+    graph_score = None
 
     def __init__(self, window, dropout, **kwargs):
         super().__init__(dropout, **kwargs)
@@ -318,7 +395,7 @@ def transpose_output(X, num_heads):
     return X.reshape(rows // num_heads, n, num_heads * p)
 
 
-class MultiHeadAttention(gluon.nn.Block):
+class MultiHeadAttention(gluon.nn.HybridBlock):
     """Multi-head scaled dot-product attention (Vaswani et al., 2017).
 
     Queries, keys and values are projected by ``W_q``, ``W_k``, ``W_v`` (each
@@ -353,6 +430,13 @@ class MultiHeadAttention(gluon.nn.Block):
 
     ``attention_weights``: the last call's weights per head, (batch, num_heads, queries,
     keys), before dropout.
+
+    ``hybridize()``: calls without a cache become one cached graph (or part of a hybridized
+    parent's), with the same results to float32 rounding, after the same checks of the
+    inputs; ``attention_weights`` is then None. Calls with a cache stay imperative (a
+    hybridized parent may run cached steps in its graph with :meth:`graph_step`), and so do
+    layers with a ``window``, ``num_kv_heads < num_heads`` or rotary positions, which cannot
+    be part of a hybridized parent.
     """
 
     def __init__(self, num_hiddens, num_heads, dropout, use_bias=False, num_kv_heads=None,
@@ -383,6 +467,26 @@ class MultiHeadAttention(gluon.nn.Block):
         return weights.reshape(rows // self.num_kv_heads, self.num_heads, n_q // group, n_k)
 
     def forward(self, queries, keys, values, valid_lens=None, cache=None):
+        if is_symbol(queries):  # traced into a hybridized parent, which checked its inputs
+            if not self._graph_supported(cache):
+                raise NotImplementedError(
+                    f"{type(self).__name__} with a cache, a window, num_kv_heads < num_heads "
+                    "or rotary positions has no cached-graph form: call it from a block that "
+                    "is not hybridized")
+            self.attention.attention_weights = None  # the graph does not return them
+            return super().forward(queries, keys, values, valid_lens)
+        kind = self.check_call(queries, keys, values, valid_lens, cache)
+        if self._active and self._graph_supported(cache):
+            self.attention.attention_weights = None
+            return super().forward(queries, keys, values, _lengths(valid_lens, keys))
+        q = self._rotate(transpose_qkv(self.W_q(queries), self.num_heads), cache)
+        k, v = self._keys_and_values(keys, values, valid_lens, kind, cache, q.shape)
+        out = self._grouped_attention(q, k, v, valid_lens, kind)
+        return self.W_o(transpose_output(out, self.num_heads))
+
+    def check_call(self, queries, keys, values, valid_lens=None, cache=None):
+        """Raise unless the call's arguments are valid (mxnet.np arrays); return what the
+        check of ``valid_lens`` returned (see :func:`_masked_softmax`), None without."""
         _check_inputs(queries, keys, values, no_keys=cache is not None)
         _check_param_dtype(self, queries)
         for name, x, layer in (("queries", queries, "W_q"), ("keys", keys, "W_k"),
@@ -392,12 +496,45 @@ class MultiHeadAttention(gluon.nn.Block):
         if cache is not None and keys.shape[1] == 0 and not cached:
             raise ValueError("keys must have at least one position, or the cache some keys, "
                              f"got keys {keys.shape} and an empty cache")
-        kind = None if valid_lens is None else _check_valid_lens(
+        return None if valid_lens is None else _check_valid_lens(
             valid_lens, (queries.shape[0], queries.shape[1], cached + keys.shape[1]))
-        q = self._rotate(transpose_qkv(self.W_q(queries), self.num_heads), cache)
-        k, v = self._keys_and_values(keys, values, valid_lens, kind, cache, q.shape)
-        out = self._grouped_attention(q, k, v, valid_lens, kind)
-        return self.W_o(transpose_output(out, self.num_heads))
+
+    def _graph_supported(self, cache):
+        """Whether a call with ``cache`` has a cached-graph form (:meth:`hybrid_forward`)."""
+        return cache is None and self.window is None and self.num_kv_heads == self.num_heads \
+            and type(self)._rotate is MultiHeadAttention._rotate
+
+    def hybrid_forward(self, F, queries, keys, values, valid_lens=None):
+        """The call without a cache in a cached graph; ``valid_lens``: None (inside a
+        parent's graph), (batch,) or (batch, queries)."""
+        lens = None
+        if valid_lens is not None:
+            lens = F.npx.reshape(valid_lens, (-2, -1)).astype("float32")  # (batch, 1 or queries)
+            keys, values = _graph_without_padding(F, keys, values, lens)
+            lens = F.np.repeat(lens, self.num_heads, axis=0)  # (batch * heads, 1 or queries)
+        q, k, v = (_split_heads(F, graph_rows(layer, x), self.num_heads) for layer, x in
+                   ((self.W_q, queries), (self.W_k, keys), (self.W_v, values)))
+        out = _graph_attention(F, self.attention, q, k, v, lens,
+                               self.num_hiddens // self.num_heads)
+        return graph_rows(self.W_o, _merge_heads(F, out, self.num_heads))
+
+    def graph_step(self, F, queries, cache_k, cache_v, lens=None, self_attention=True):
+        """A call with a cache, in a parent's cached graph: ``queries`` (batch, steps, q);
+        ``cache_k``, ``cache_v`` (batch * num_heads, keys, p) the cached projected keys and
+        values; ``self_attention``: the queries' own keys and values are projected and
+        appended first (else the queries attend to the cache as it is, e.g. encoder
+        outputs); ``lens`` None (every key) or (batch,) valid lengths of the keys.
+        Returns (output (batch, steps, num_hiddens), keys, values), the cache to keep."""
+        split = lambda layer: _split_heads(F, graph_rows(layer, queries), self.num_heads)
+        if self_attention:
+            cache_k = F.np.concatenate([cache_k, split(self.W_k)], axis=1)
+            cache_v = F.np.concatenate([cache_v, split(self.W_v)], axis=1)
+        if lens is not None:  # (batch,) -> (batch * heads, 1)
+            lens = F.np.repeat(F.npx.reshape(lens, (-2, -1)).astype("float32"), self.num_heads,
+                               axis=0)
+        out = _graph_attention(F, self.attention, split(self.W_q), cache_k, cache_v, lens,
+                               self.num_hiddens // self.num_heads)
+        return graph_rows(self.W_o, _merge_heads(F, out, self.num_heads)), cache_k, cache_v
 
     def _rotate(self, X, cache):
         """Per-head queries or keys (rows, steps, p) at their positions: unchanged here, where
@@ -436,6 +573,18 @@ class MultiHeadAttention(gluon.nn.Block):
             lens = np.tile(lens, (1, group))
         out = self.attention._attend(q.reshape(rows // group, group * n, p), k, v, lens, kind)
         return out.reshape(rows, n, p)
+
+
+def _split_heads(F, X, num_heads):
+    """:func:`transpose_qkv` in a cached graph: (batch, n, h * p) -> (batch * h, n, p)."""
+    X = transpose(F.npx.reshape(X, (-2, -2, num_heads, -1)), (0, 2, 1, 3))
+    return F.npx.reshape(X, (-5, -2, -2))
+
+
+def _merge_heads(F, X, num_heads):
+    """:func:`transpose_output` in a cached graph: (batch * h, n, p) -> (batch, n, h * p)."""
+    X = transpose(F.npx.reshape(X, (-6, -1, num_heads, -2, -2)), (0, 2, 1, 3))
+    return F.npx.reshape(X, (-2, -2, -5))
 
 
 def _check_width(name, x, layer, dense):

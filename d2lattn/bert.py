@@ -20,19 +20,24 @@ from ._checks import (check_array, check_bert_inputs, check_context, check_given
                       check_hidden_states, check_int, check_lengths, check_positive,
                       check_pred_positions, check_rate, check_segment_pairs,
                       read_json_object)
-from ._ops import Dropout
+from ._ops import Dropout, is_symbol
+from .attention import _lengths
 from .device import cpu
 from .text import WordPieceTokenizer
 from .transformer import TransformerEncoderBlock
 
 
-class BERTEncoder(nn.Block):
+class BERTEncoder(nn.HybridBlock):
     """Embeddings and ``num_blks`` post-norm encoder blocks with GELU (BERT's encoder).
 
     Call ``(tokens, segments, valid_lens=None)`` -> (batch, steps, num_hiddens); positions
     beyond ``valid_lens`` are padding that no token attends to. ``max_len``: the number of
     learned positions (512 in BERT); ``type_vocab_size``: number of segments (2).
     ``attention_weights``: one (batch, num_heads, steps, steps) array per block (last call).
+
+    ``hybridize()`` makes the whole encoder one cached graph: the inputs are checked once
+    (host round trips for the ids and the lengths) and every operator runs without Python,
+    the same results to float32 rounding; ``attention_weights`` are then None.
     """
 
     def __init__(self, vocab_size, num_hiddens, ffn_num_hiddens, num_heads, num_blks, dropout,
@@ -47,17 +52,23 @@ class BERTEncoder(nn.Block):
         self.pos_embedding = nn.Embedding(max_len, num_hiddens)
         self.norm = nn.LayerNorm(epsilon=check_positive("norm_eps", norm_eps))
         self.dropout = Dropout(check_rate("dropout", dropout))
-        self.blks = nn.Sequential()
+        self.blks = nn.HybridSequential()
         for _ in range(check_int("num_blks", num_blks, minimum=1)):
             self.blks.add(TransformerEncoderBlock(num_hiddens, ffn_num_hiddens, num_heads,
                                                   dropout, use_bias=True, activation="gelu",
                                                   norm_eps=norm_eps))
 
     def forward(self, tokens, segments, valid_lens=None):
-        check_bert_inputs(self, tokens, segments, valid_lens)
-        positions = np.arange(tokens.shape[1], ctx=tokens.ctx)
+        if not is_symbol(tokens):
+            check_bert_inputs(self, tokens, segments, valid_lens)
+            if self._active:  # the graph's arguments: no None
+                valid_lens = _lengths(valid_lens, tokens)
+        return super().forward(tokens, segments, valid_lens)
+
+    def hybrid_forward(self, F, tokens, segments, valid_lens=None):
+        positions = F.npx.arange_like(tokens, axis=1)
         X = self.token_embedding(tokens) + self.segment_embedding(segments) \
-            + np.expand_dims(self.pos_embedding(positions), 0)
+            + F.np.expand_dims(self.pos_embedding(positions), 0)
         X = self.dropout(self.norm(X))
         for blk in self.blks:
             X = blk(X, valid_lens)

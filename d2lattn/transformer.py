@@ -8,30 +8,34 @@ t + 1 per query). The decoder keeps each block's projected keys and values in it
 the encoder outputs projected once for encoder-decoder attention), so decoding one token at
 a time costs O(n) per token and gives the same logits as one call on the whole target.
 """
+import contextlib
 import math
+import warnings
 
-from mxnet import np, npx
+from mxnet import np
 from mxnet.gluon import nn
 
-from ._checks import (check_bool, check_int, check_positive, check_rate, check_same_shape,
-                      check_step_tokens, check_token_ids, check_tokens, check_width)
-from ._ops import Dense, Dropout, LayerNorm
-from .attention import MultiHeadAttention
+from ._checks import (check_bool, check_int, check_ndarray, check_positive, check_rate,
+                      check_same_shape, check_step_tokens, check_token_ids, check_tokens,
+                      check_width)
+from ._ops import Dense, Dropout, LayerNorm, is_symbol
+from .attention import MultiHeadAttention, _lengths
 from .positional import PositionalEncoding
 from .seq2seq import AttentionDecoder, Encoder
 
 
 # GELU(x) = x * Phi(x), Phi the standard normal CDF (MXNet's is the exact, erf-based one).
-_ACTIVATIONS = {"relu": lambda X: npx.relu(X),
-                "gelu": lambda X: npx.leaky_relu(X, act_type="gelu")}
+# F: mxnet.ndarray (imperative) or mxnet.symbol (cached graph).
+_ACTIVATIONS = {"relu": lambda F, X: F.npx.relu(X),
+                "gelu": lambda F, X: F.npx.leaky_relu(X, act_type="gelu")}
 
 
-class PositionWiseFFN(nn.Block):
+class PositionWiseFFN(nn.HybridBlock):
     """The same two-layer MLP at every position: Dense(ffn_num_hiddens), activation, Dense.
 
     X (..., steps, d) -> (..., steps, ffn_num_outputs); an empty X (a batch of 0, or no
     steps) gives an empty output and gradients of 0. ``activation``: "relu" (Vaswani et
-    al.) or "gelu" (BERT, GPT).
+    al.) or "gelu" (BERT, GPT). A HybridBlock: ``hybridize()`` makes it one cached graph.
     """
 
     def __init__(self, ffn_num_hiddens, ffn_num_outputs, activation="relu", **kwargs):
@@ -44,11 +48,15 @@ class PositionWiseFFN(nn.Block):
         self.activation = activation
 
     def forward(self, X):
-        check_width("X", X)
-        return self.dense2(_ACTIVATIONS[self.activation](self.dense1(X)))
+        if not is_symbol(X):
+            check_width("X", check_ndarray("X", X))
+        return super().forward(X)
+
+    def hybrid_forward(self, F, X):
+        return self.dense2(_ACTIVATIONS[self.activation](F, self.dense1(X)))
 
 
-class AddNorm(nn.Block):
+class AddNorm(nn.HybridBlock):
     """A residual connection with layer normalisation around a sublayer f.
 
     post-norm (``pre_norm=False``; Vaswani et al., d2l): LN(X + dropout(f(X))).
@@ -61,7 +69,8 @@ class AddNorm(nn.Block):
     ``add_norm.sublayer_input(X)``: LN(X + dropout(Y)) post-norm, X + dropout(Y) pre-norm.
     ``add_norm.wrap(X, f)`` applies the whole connection; the blocks use it.
     X, Y: (batch, steps, d), the same shape. ``norm_eps``: the epsilon of the LayerNorm
-    (1e-5 here and in PyTorch, 1e-12 in BERT).
+    (1e-5 here and in PyTorch, 1e-12 in BERT). A HybridBlock (one cached graph after
+    ``hybridize()``).
     """
 
     def __init__(self, dropout, pre_norm=False, norm_eps=1e-5, **kwargs):
@@ -75,7 +84,12 @@ class AddNorm(nn.Block):
         return self.ln(X) if self.pre_norm else X
 
     def forward(self, X, Y):
-        check_same_shape(X, Y)
+        if not is_symbol(X):
+            check_same_shape(check_ndarray("X", X), check_ndarray("Y", Y))
+        with _unused_parameters_allowed():  # pre-norm: the LN acts in sublayer_input
+            return super().forward(X, Y)
+
+    def hybrid_forward(self, F, X, Y):
         Z = X + self.dropout(Y)
         return Z if self.pre_norm else self.ln(Z)
 
@@ -84,12 +98,14 @@ class AddNorm(nn.Block):
         return self(X, sublayer(self.sublayer_input(X)))
 
 
-class TransformerEncoderBlock(nn.Block):
+class TransformerEncoderBlock(nn.HybridBlock):
     """Multi-head self-attention then the FFN, each inside an :class:`AddNorm`.
 
     forward(X (batch, steps, num_hiddens), valid_lens None or (batch,)) -> same shape as X;
     keys beyond a sequence's valid length (padding) get no attention. ``activation`` (of the
     FFN) and ``norm_eps``: see :class:`PositionWiseFFN` and :class:`AddNorm`.
+    ``hybridize()`` makes the block one cached graph (the attention checks its inputs
+    first; its ``attention_weights`` are then None, see :class:`MultiHeadAttention`).
     """
 
     def __init__(self, num_hiddens, ffn_num_hiddens, num_heads, dropout, use_bias=False,
@@ -101,6 +117,12 @@ class TransformerEncoderBlock(nn.Block):
         self.addnorm2 = AddNorm(dropout, pre_norm, norm_eps)
 
     def forward(self, X, valid_lens=None):
+        if self._active and not is_symbol(X):  # the graph's arguments: checked, no None
+            self.attention.check_call(X, X, X, valid_lens)
+            valid_lens = _lengths(valid_lens, X)
+        return super().forward(X, valid_lens)
+
+    def hybrid_forward(self, F, X, valid_lens=None):
         Y = self.addnorm1.wrap(X, lambda Z: self.attention(Z, Z, Z, valid_lens))
         return self.addnorm2.wrap(Y, self.ffn)
 
@@ -121,7 +143,7 @@ class TransformerEncoder(Encoder):
         self.embedding = nn.Embedding(check_int("vocab_size", vocab_size, minimum=1),
                                       num_hiddens)
         self.pos_encoding = PositionalEncoding(num_hiddens, dropout)
-        self.blks = nn.Sequential()
+        self.blks = nn.HybridSequential()
         for _ in range(check_int("num_blks", num_blks, minimum=1)):
             self.blks.add(TransformerEncoderBlock(num_hiddens, ffn_num_hiddens, num_heads,
                                                   dropout, use_bias, pre_norm))
@@ -140,7 +162,7 @@ class TransformerEncoder(Encoder):
         return [blk.attention.attention_weights for blk in self.blks]
 
 
-class TransformerDecoderBlock(nn.Block):
+class TransformerDecoderBlock(nn.HybridBlock):
     """Block ``i`` of the decoder: causal self-attention, encoder-decoder attention, FFN.
 
     forward(X (batch, steps, num_hiddens), state) -> (same shape as X, state), with
@@ -151,6 +173,11 @@ class TransformerDecoderBlock(nn.Block):
     skips source padding only; it projects the encoder outputs on the first call and keeps
     them in ``caches[i]["cross"]``. The returned state holds a new ``caches[i]``; the given
     state is left unchanged.
+
+    ``hybridize()``: a call of one step whose caches are filled (every decoding step after
+    the first) is one cached graph taking and returning the cached keys and values, the
+    same results to float32 rounding; the attentions' ``attention_weights`` are then None.
+    Other calls stay imperative.
     """
 
     def __init__(self, num_hiddens, ffn_num_hiddens, num_heads, dropout, i, pre_norm=False,
@@ -168,6 +195,17 @@ class TransformerDecoderBlock(nn.Block):
         enc_outputs, enc_valid_lens, caches, offset = state
         # The attentions replace their cache entries: copies keep the given state intact.
         cache = {site: dict(entries) for site, entries in caches[self.i].items()}
+        if self._active and X.shape[1] == 1 and "k" in cache["self"] \
+                and "k" in cache["cross"]:  # one decoding step: the cached graph
+            self.attention1.check_call(X, X, X, None, cache["self"])
+            with _unused_parameters_allowed():  # the step uses no W_k, W_v of attention2
+                Y, cache["self"]["k"], cache["self"]["v"] = super().forward(
+                    X, cache["self"]["k"], cache["self"]["v"], cache["cross"]["k"],
+                    cache["cross"]["v"], _lengths(enc_valid_lens, enc_outputs))
+            for attention in (self.attention1, self.attention2):
+                attention.attention.attention_weights = None
+            caches = caches[:self.i] + [cache] + caches[self.i + 1:]
+            return Y, (enc_outputs, enc_valid_lens, caches, offset)
         causal = _causal_lens(X.shape[0], X.shape[1], offset, X.ctx)
         Y = self.addnorm1.wrap(X, lambda Z: self.attention1(Z, Z, Z, causal, cache["self"]))
         # Encoder outputs are projected once; later calls pass 0 positions: use the cache.
@@ -177,6 +215,18 @@ class TransformerDecoderBlock(nn.Block):
         caches = caches[:self.i] + [cache] + caches[self.i + 1:]
         state = (enc_outputs, enc_valid_lens, caches, offset)
         return self.addnorm3.wrap(Y, self.ffn), state
+
+    def hybrid_forward(self, F, X, self_k, self_v, cross_k, cross_v, enc_valid_lens):
+        """One decoding step in a cached graph -> (output, self-attention keys and values)."""
+        keys = {}
+
+        def self_attention(Z):
+            out, keys["k"], keys["v"] = self.attention1.graph_step(F, Z, self_k, self_v)
+            return out
+        Y = self.addnorm1.wrap(X, self_attention)
+        Y = self.addnorm2.wrap(Y, lambda Z: self.attention2.graph_step(
+            F, Z, cross_k, cross_v, enc_valid_lens, self_attention=False)[0])
+        return self.addnorm3.wrap(Y, self.ffn), keys["k"], keys["v"]
 
 
 class TransformerDecoder(AttentionDecoder):
@@ -206,7 +256,7 @@ class TransformerDecoder(AttentionDecoder):
         vocab_size = check_int("vocab_size", vocab_size, minimum=1)
         self.embedding = nn.Embedding(vocab_size, num_hiddens)
         self.pos_encoding = PositionalEncoding(num_hiddens, dropout)
-        self.blks = nn.Sequential()
+        self.blks = nn.HybridSequential()
         for i in range(self.num_blks):
             self.blks.add(TransformerDecoderBlock(num_hiddens, ffn_num_hiddens, num_heads,
                                                   dropout, i, pre_norm))
@@ -254,6 +304,14 @@ class TransformerDecoder(AttentionDecoder):
     def attention_weights(self):
         weights = self.blks[-1].attention2.attention_weights
         return None if weights is None else weights.mean(axis=1)
+
+
+@contextlib.contextmanager
+def _unused_parameters_allowed():
+    """Silence Gluon's warning that a cached graph leaves parameters of the block unused."""
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", "Parameter .* is not used by any computation")
+        yield
 
 
 def _embed(coder, X, offset):
