@@ -86,8 +86,8 @@ TOGETHER = {"test_book.py": "the book's build", "test_browser.py": "the book's b
 # The longest units start first, longest first, so that the two workers finish together
 # (each takes minutes; pyproject.toml's --no-loadscope-reorder keeps this order); the rest,
 # none longer than a minute, follow in collection order and fill the gaps. Seconds each took
-# in a run with -n 2 on a machine loaded 3.5 times over (2026-11-28), 2291 s in all: 927,
-# 607, 682, 400, 352, 328, 257, 225; the rest 490 together.
+# in a run with -n 2 on 2 cores at load average 7 to 10 (2026-11-28; 1918 s, the workers
+# 1824 and 1829 s busy): 1177, 618, 414, 377, 312, 256, 237, 94; the rest 169 together.
 LONGEST_FIRST = ["03_bahdanau_attention.ipynb", "09_gpt.ipynb", "the book's build", "sandboxes",
                  "08_bert_finetuning.ipynb", "10_attention_at_scale.ipynb",
                  "06_transformer.ipynb", "07_bert.ipynb"]
