@@ -1,5 +1,6 @@
-"""Shared fixtures: headless matplotlib, the second CPU context, d2l's regression data and the
-book built once for the tests that read it; how pytest -n splits the suite between workers."""
+"""Shared fixtures: headless matplotlib, the second CPU context, d2l's regression data, the
+book built once for the tests that read it and the grader's sample released once for those that
+grade it; how pytest -n splits the suite between workers."""
 import subprocess
 import sys
 from pathlib import Path
@@ -51,6 +52,27 @@ def book_build(tmp_path_factory):
     return out, result
 
 
+@pytest.fixture(scope="session")
+def sample_release(tmp_path_factory):
+    """The grader's sample master (tests/data/grading/sample.ipynb) released once per run, which
+    runs it and its student version in the sandbox: the folder with the student notebook
+    sample.ipynb and the bundle in autograder/. Tests only read it."""
+    from d2lattn.grading import release
+    from grading_support import HAS_BWRAP, IN_CI, SAMPLE
+
+    if not HAS_BWRAP and not IN_CI:  # in CI a missing bubblewrap fails the tests
+        pytest.skip("grading needs bubblewrap (bwrap)")
+    out = tmp_path_factory.mktemp("sample_release")
+    release(SAMPLE, out)
+    return out
+
+
+@pytest.fixture(scope="session")
+def bundle(sample_release):
+    """The sample's bundle folder (autograder/ of :func:`sample_release`)."""
+    return sample_release / "autograder"
+
+
 # pytest -n 2 (pyproject.toml) sends each test file, and each notebook with its cells in order,
 # to a worker as one unit; these files go together: the readers of the book's build (one
 # build), and the tests that run sandboxes (some count the machine's sandbox processes).
@@ -61,11 +83,14 @@ TOGETHER = {"test_book.py": "the book's build", "test_browser.py": "the book's b
             "test_sandbox.py": "sandboxes"}
 
 
-# The longest units start first (each takes minutes: the chapters that train), so that the
-# two workers finish together; pyproject.toml's --no-loadscope-reorder keeps this order.
-LONGEST_FIRST = ["03_bahdanau_attention.ipynb", "06_transformer.ipynb",
-                 "08_bert_finetuning.ipynb", "07_bert.ipynb", "09_gpt.ipynb", "sandboxes",
-                 "the book's build"]
+# The longest units start first, longest first, so that the two workers finish together
+# (each takes minutes; pyproject.toml's --no-loadscope-reorder keeps this order); the rest,
+# none longer than a minute, follow in collection order and fill the gaps. Seconds each took
+# in a run with -n 2 on 2 cores at load average 7 to 10 (2026-11-28; 1918 s, the workers
+# 1824 and 1829 s busy): 1177, 618, 414, 377, 312, 256, 237, 94; the rest 169 together.
+LONGEST_FIRST = ["03_bahdanau_attention.ipynb", "09_gpt.ipynb", "the book's build", "sandboxes",
+                 "08_bert_finetuning.ipynb", "10_attention_at_scale.ipynb",
+                 "06_transformer.ipynb", "07_bert.ipynb"]
 
 
 def pytest_collection_modifyitems(items):

@@ -1,8 +1,9 @@
 """d2lattn.grading.batch: grading a folder, with a suite of cheating submissions.
 
-The batch tests release the sample master (tests/data/grading/sample.ipynb) once and grade one
-folder once: the master, its student version, issue 6's broken submissions, issue 14's cheats
-(each built below as a real notebook) and hostile folder entries, each in its own sandbox."""
+The batch tests grade one folder once against the sample master (tests/data/grading/sample.ipynb)
+as conftest's sample_release released it: the master, its student version, issue 6's broken
+submissions, issue 14's cheats (each built below as a real notebook) and hostile folder entries,
+each in its own sandbox."""
 import ast
 import copy
 import csv
@@ -16,14 +17,14 @@ from pathlib import Path
 import pytest
 
 import d2lattn
-from d2lattn.grading import grade, limits, release
+from d2lattn.grading import grade, limits
 from d2lattn.grading.__main__ import main
 from d2lattn.grading.batch.grade_folder import load_bundle
 from d2lattn.grading.batch.gradebook import safe_field as _safe_field
 from d2lattn.grading.batch.submissions import safe_id as _student_id
 from d2lattn.grading.master.notebook import cell_source
-from grading_support import (HAS_BWRAP, IN_CI, QUESTIONS, SAMPLE, cell_index, code_cell,
-                             hidden_lines, master, needs_sandbox, processes_with)
+from grading_support import (QUESTIONS, SAMPLE, cell_index, code_cell, hidden_lines, master,
+                             needs_sandbox, processes_with)
 
 
 # --- grading a batch: issue 6's broken submissions and issue 14's cheats -------------------
@@ -351,16 +352,6 @@ def host_state():
 
 
 
-
-
-@pytest.fixture(scope="module")
-def bundle(tmp_path_factory):
-    """The sample released once (this runs the master and its student version)."""
-    if not HAS_BWRAP and not IN_CI:  # in CI a missing bubblewrap fails the tests
-        pytest.skip("grading needs bubblewrap (bwrap)")
-    out = tmp_path_factory.mktemp("release")
-    release(SAMPLE, out)
-    return out / "autograder"
 
 
 @pytest.fixture(scope="module")

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from d2lattn.grading import grade, release
+from d2lattn.grading import grade
 from d2lattn.grading.__main__ import main
 from d2lattn.grading.batch.grade_folder import named_assignment
 from d2lattn.grading.batch.gradebook import (Exports, Row, Student, canvas_column, changes,
@@ -48,15 +48,6 @@ def notebook(source=SAMPLE, extra=(), name=None, email=None):
 def write(path, nb):
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(nb))
-
-
-@pytest.fixture(scope="module")
-def bundle(tmp_path_factory):
-    if shutil.which("bwrap") is None and os.environ.get("CI") != "true":  # CI: a failure
-        pytest.skip("grading needs bubblewrap (bwrap)")
-    out = tmp_path_factory.mktemp("release")
-    release(SAMPLE, out)
-    return out / "autograder"
 
 
 def blank(bundle):

@@ -11,14 +11,14 @@ import shutil
 
 import pytest
 
-from d2lattn.grading import grade, release
+from d2lattn.grading import grade
 from d2lattn.grading.limits import MAX_STUDENT_CELL
 from d2lattn.grading.batch.gradebook import (Exports, Row, Student, gradebook, read_roster,
                                              write_exports)
 from d2lattn.grading.batch.identity import HandIn, hand_in, plain_name
 from d2lattn.grading.batch.submissions import (Submission, find_submissions, name_students,
                                                safe_id, student_identity)
-from grading_support import HAS_BWRAP, IN_CI, SAMPLE, code_cell, master
+from grading_support import code_cell, master
 
 CANVAS_ROSTER = """Student,ID,SIS User ID,SIS Login ID,Section,Chapter 1 (777)
     Points Possible,,,,,6
@@ -172,16 +172,13 @@ def readable(text):
 # --- a class graded end to end -------------------------------------------------------------
 
 @pytest.fixture(scope="module")
-def graded(tmp_path_factory):
+def graded(tmp_path_factory, sample_release):
     """A Canvas class graded with Canvas's gradebook export as roster, then mallory re-graded:
     ``(out folder, log of the first run, log of the re-grade, grades.csv before it, the
     out folder of a re-grade told mallory's file is Zoe's)``."""
-    if not HAS_BWRAP and not IN_CI:  # in CI a missing bubblewrap fails the tests
-        pytest.skip("grading needs bubblewrap (bwrap)")
     tmp = tmp_path_factory.mktemp("class")
-    release(SAMPLE, tmp / "release")
-    bundle, blank = tmp / "release" / "autograder", json.loads(
-        (tmp / "release" / "sample.ipynb").read_text())
+    bundle, blank = sample_release / "autograder", json.loads(
+        (sample_release / "sample.ipynb").read_text())
     other = json.loads(json.dumps(blank))
     other["metadata"]["d2lattn"]["assignment"] = "ch9_other"
     older = json.loads(json.dumps(blank))  # a copy of an earlier release of the assignment

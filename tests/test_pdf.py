@@ -23,6 +23,9 @@ FOOTER = re.compile(r"^\s*\d+ / \d+\s*$")  # the page number tools/build_pdf.py 
 
 @pytest.fixture(scope="module")
 def pdf(book_build, tmp_path_factory):
+    """The PDF printed from a copy of the tests' build: (its reader, the text of each page,
+    the letters of its whole text, the copy's folder). pypdf reads the text of its ~280 pages
+    in tens of seconds, so this is done once for every test."""
     if not (shutil.which("chromium") or shutil.which("chromium-browser")):
         pytest.skip("no Chromium: apt-get install chromium")
     # into a copy of the tests' HTML build, as `tools/build_pdf.py` does into _build/html (the
@@ -33,8 +36,8 @@ def pdf(book_build, tmp_path_factory):
                             capture_output=True, text=True)
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     reader = pypdf.PdfReader(out / PDF)
-    text = "".join(page.extract_text() for page in reader.pages)
-    return reader, letters(text), out
+    texts = [page.extract_text() for page in reader.pages]
+    return reader, texts, letters("".join(texts)), out
 
 
 def letters(text):
@@ -54,7 +57,7 @@ def title(path):
 
 
 def test_the_pdf_holds_every_chapter_with_an_outline(pdf):
-    reader, text, _ = pdf
+    reader, _, text, _ = pdf
     assert len(reader.pages) > 20 * len(CHAPTERS) // 2
     outline = [item.title for item in flat(reader.outline)]
     for number, path in enumerate(CHAPTERS, 1):
@@ -72,7 +75,7 @@ def flat(outline):
 
 
 def test_the_pdf_holds_every_plot_and_figure(pdf):
-    reader, text, _ = pdf
+    reader, _, text, _ = pdf
     plots = sum(1 for path in CHAPTERS for cell in notebook(path)["cells"]
                 for output in cell.get("outputs", []) if "image/png" in output.get("data", {}))
     assert sum(len(page.images) for page in reader.pages) >= plots > 0
@@ -87,25 +90,25 @@ def test_the_pdf_holds_every_plot_and_figure(pdf):
 
 
 def test_every_formula_is_typeset(pdf):
-    reader, _, _ = pdf
-    text = "".join(page.extract_text() for page in reader.pages)
+    _, texts, _, _ = pdf
+    text = "".join(texts)
     assert not re.findall(r"\\(?:frac|mathbf|sum|text|begin)\b|\$\$", text)[:5]
 
 
 def test_no_page_is_blank(pdf):
     """A page with no text but its page number and no image is blank (Jupyter Book's print
     title, with a page break before it, printed one as the first page)."""
-    reader, _, _ = pdf
-    blank = [number for number, page in enumerate(reader.pages, 1)
-             if FOOTER.match(page.extract_text() or "") and not page.images]
+    reader, texts, _, _ = pdf
+    blank = [number for number, (page, text) in enumerate(zip(reader.pages, texts), 1)
+             if FOOTER.match(text or "") and not page.images]
     assert not blank, f"blank pages: {blank} of {len(reader.pages)}"
     book_title = re.search(r"^# (.+)$", (ROOT / "book" / "index.md").read_text(), re.M)[1]
-    assert letters(reader.pages[0].extract_text()).startswith(letters(book_title))
+    assert letters(texts[0]).startswith(letters(book_title))
 
 
 def test_every_chapter_starts_a_page(pdf):
-    reader, _, _ = pdf
-    starts = [letters(page.extract_text())[:60] for page in reader.pages]
+    _, texts, _, _ = pdf
+    starts = [letters(text)[:60] for text in texts]
     for number, path in enumerate(CHAPTERS, 1):
         heading = letters(f"{number}. {title(path)}")[:30]
         assert any(start.startswith(heading) for start in starts), title(path)
@@ -131,7 +134,7 @@ def test_a_build_without_the_pdf_has_no_broken_link(book_build):
 
 
 def test_the_title_page_links_to_the_pdf_once_it_is_built(pdf):
-    _, _, html = pdf
+    *_, html = pdf
     links = [(page, href) for page, href in local_links(html) if href.endswith(PDF)]
     assert [(page.name, href) for page, href in links] == [("index.html", f"../{PDF}")]
     assert all((page.parent / href).resolve() == (html / PDF).resolve() for page, href in links)

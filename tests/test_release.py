@@ -136,16 +136,15 @@ def test_release_checks_the_master_scores_full_marks_and_its_student_version_zer
 
 
 @needs_sandbox
-def test_the_student_notebook_and_the_bundle_record_the_same_release(tmp_path):
+def test_the_student_notebook_and_the_bundle_record_the_same_release(tmp_path, sample_release):
     """d2lattn's version and the bundle's id, a digest of the master's questions and cases as
     split: the same in both files, with or without private cases; another master's case,
     another id."""
-    release(SAMPLE, tmp_path / "one")
     release(SAMPLE, tmp_path / "two", hidden=_private_case(tmp_path))
     made = []
-    for name in ("one", "two"):
-        student = json.loads((tmp_path / name / "sample.ipynb").read_text())
-        bundle = json.loads((tmp_path / name / "autograder" / "sample.json").read_text())
+    for folder in (sample_release, tmp_path / "two"):
+        student = json.loads((folder / "sample.ipynb").read_text())
+        bundle = json.loads((folder / "autograder" / "sample.json").read_text())
         assert student["metadata"]["d2lattn"]["release"] == bundle["release"]
         made.append(bundle["release"])
     assert made[0] == made[1] == stamp("sample", split()[1])

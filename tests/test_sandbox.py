@@ -328,13 +328,6 @@ def test_a_sandbox_that_cannot_start_stops_grading_with_its_own_message(tmp_path
         sandbox.check_sandbox()
 
 
-@pytest.fixture(scope="module")
-def bundle(tmp_path_factory):
-    out = tmp_path_factory.mktemp("release")
-    release(SAMPLE, out)
-    return out / "autograder"
-
-
 def test_a_batch_whose_every_sandbox_failed_exits_non_zero(tmp_path, monkeypatch, bundle,
                                                            capsys):
     student = (bundle.parent / "sample.ipynb").read_text()
