@@ -101,20 +101,20 @@ class Seq2SeqEncoder(Encoder, nn.HybridBlock):
 
     def hybrid_forward(self, F, X, valid_len):
         lengths = F.np.maximum(valid_len.astype("float32"), 1)  # a length of 0 counts as 1
-        # (batch, steps, 1): 1 at each sequence's last real step, else 0
         steps = F.npx.arange_like(X, axis=1).astype("float32").reshape(1, -1)
-        last = F.np.expand_dims(steps == (lengths - 1).reshape(-1, 1), -1)
-        # the initial state, (1, batch, h) zeros, built from the lengths (batch,): a graph
-        # has no batch size for the GRU to build it from
-        zeros = F.np.zeros_like(lengths).reshape(1, -1, 1) + F.np.zeros((1, 1, self.num_hiddens))
+        last = F.np.expand_dims(steps == lengths.reshape(-1, 1) - 1, -1)  # (batch, steps, 1)
         outputs, states = self.embedding(X), []
+        # the GRUs' initial state, zeros (1, batch, h) of the embeddings' dtype: a graph has
+        # no batch size to make it from
+        h0 = F.np.tile(F.np.zeros_like(outputs[:, :1, :1]).reshape(1, -1, 1),
+                       (1, 1, self.num_hiddens))
         for i, layer in enumerate(self.rnns):
             if i > 0:
                 outputs = self.dropout(outputs)
-            inputs, (outputs, _) = outputs, layer(outputs, [zeros])
+            inputs, (outputs, _) = outputs, layer(outputs, [h0])
             states.append((outputs * last).sum(axis=1))
             if self.bidirectional:  # read each sequence backwards from its last real token
-                backward, _ = self.backward_rnns[i](_reverse_within(F, inputs, lengths), [zeros])
+                backward, _ = self.backward_rnns[i](_reverse_within(F, inputs, lengths), [h0])
                 backward = _reverse_within(F, backward, lengths)  # back to source order
                 outputs = F.np.concatenate((outputs, backward), axis=-1)
         return outputs, F.np.stack(states)
@@ -259,6 +259,10 @@ def load_nmt_run(name, path=NMT_RUNS, ctx=None):
         raise ValueError(f"{file} does not fit the net: unknown tensors "
                          f"{sorted(set(arrays) - set(params))}, missing parameters "
                          f"{sorted(set(params) - set(arrays))}")
+    for key, value in sorted(arrays.items()):
+        if value.shape != params[key].shape:
+            raise ValueError(f"{file} does not fit the net: {key} is {value.shape}, the "
+                             f"parameter {params[key].shape}")
     for key, value in arrays.items():
         params[key].set_data(np.array(value, dtype="float32", ctx=ctx))
     return net, record

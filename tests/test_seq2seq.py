@@ -271,3 +271,16 @@ def test_seq2seq_model_builds_the_chapter_models_and_rejects_unknown_decoders():
     with pytest.raises(ValueError, match="decoder must be one of \\['attention', 'plain'\\], "
                                          "got 'bahdanau'"):
         seq2seq_model("bahdanau", VOCAB, VOCAB, EMBED, HIDDEN, 1)
+
+
+@pytest.mark.parametrize("dtype", ["float64"])  # the CPU has no float16 GEMM
+def test_hybridized_encoder_keeps_the_models_dtype(dtype):
+    net = make_net(Seq2SeqDecoder)
+    net.cast(dtype)
+    X, valid_len = tokens((2, 4)), np.array([4, 2], dtype="int32")
+    expected = [a.asnumpy() for a in net.encoder(X, valid_len)]
+    net.hybridize()
+    got = net.encoder(X, valid_len)
+    assert all(a.dtype == onp.dtype(dtype) for a in got)
+    for a, b in zip(got, expected):
+        onp.testing.assert_array_equal(a.asnumpy(), b)

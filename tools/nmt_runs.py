@@ -5,10 +5,11 @@ Chapter 3 (``book/03_bahdanau_attention.ipynb``) compares a plain GRU encoder-de
 (d = 64, 20 epochs), a wide one (d = 128, 12 epochs) and Bahdanau's attention model
 (d = 64, 8 epochs) on the generated English-French corpus. Training them takes about
 15 minutes on 2 CPU cores, longer than a chapter may run, so this script trains them once
-and stores each model's weights (float16) and per-epoch training and validation losses,
-and the training loss of its first ``FIRST_BATCHES`` batches, which
-``tests/test_nmt_runs.py`` re-runs. The chapter loads the models with
-:func:`d2lattn.seq2seq.load_nmt_run` and re-trains the plain model's first epoch live.
+and stores each model's weights (float32: the chapter evaluates exactly the trained models),
+its per-epoch training and validation losses, and the training loss of its first
+``FIRST_BATCHES`` batches, which ``tests/test_nmt_runs.py`` re-runs. The chapter loads the
+models with :func:`d2lattn.seq2seq.load_nmt_run` and re-trains the plain model's first
+epoch live.
 
 Settings are the chapter's: 4000 training pairs, batches of 32, embeddings of 32, one GRU
 layer, Adam at 0.01, gradients clipped to norm 1, ``d2lattn.set_seed(1)`` before each
@@ -78,7 +79,7 @@ def main():
         net, history = train(name, train_iter, src_vocab, tgt_vocab, model["num_epochs"],
                              val_iter)
         seconds = timer.stop()
-        save_parameters(net, f"{NMT_RUNS}_{name}.safetensors")
+        save_parameters(net, f"{NMT_RUNS}_{name}.safetensors", dtype="float32")
         _, first = train(name, first_batches(train_iter), src_vocab, tgt_vocab, 1)
         models[name] = {**model, "seconds": round(seconds, 1),
                         "train": [round(x, 6) for x in history["train"]],
