@@ -233,13 +233,13 @@ def train_seq2seq(net, data_iter, lr, num_epochs, tgt_vocab, device, val_iter=No
     """
     num_epochs = check_int("num_epochs", num_epochs, minimum=1)
     clip = check_positive("clip", clip)
+    check_bool("animate", animate)
     optimizer_params = _optimizer_params(lr, lr_scheduler)
     loss_fn = MaskedSoftmaxCELoss(label_smoothing)
     check_special_tokens("tgt_vocab", tgt_vocab, ["<bos>"])
     bos = tgt_vocab["<bos>"]
     net.initialize(mx.init.Xavier(), force_reinit=True, ctx=check_context("device", device))
     trainer = gluon.Trainer(net.collect_params(), "adam", optimizer_params)
-    check_bool("animate", animate)
     legend = ["train", "validation"] if val_iter is not None else ["train"]
     animator = Animator(xlabel="epoch", ylabel="loss per token", legend=legend,
                         xlim=[1, num_epochs]) if animate else None

@@ -55,7 +55,7 @@ def train(name, train_iter, src_vocab, tgt_vocab, num_epochs, val_iter=None):
                         SETTINGS["embed_size"], model["num_hiddens"], SETTINGS["num_layers"])
     net.hybridize()
     history = d2lattn.train_seq2seq(net, train_iter, SETTINGS["lr"], num_epochs, tgt_vocab,
-                                    d2lattn.cpu(), val_iter=val_iter)
+                                    d2lattn.cpu(), val_iter=val_iter, animate=False)
     return net, history
 
 
