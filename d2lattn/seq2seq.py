@@ -7,11 +7,13 @@ one step, so greedy and beam search (:mod:`d2lattn.decoding`) work on any of the
 Every tensor is batch-major: tokens (batch, steps), encoder outputs (batch, steps, hidden),
 RNN states (layers, batch, hidden).
 """
-from mxnet import np, npx
+import pathlib
+
+from mxnet import cpu, np
 from mxnet.gluon import nn, rnn
 
-from ._checks import check_int, check_token_ids, check_tokens
-from ._ops import Dropout
+from ._checks import (check_context, check_int, check_token_ids, check_tokens,
+                      read_json_object)
 from .attention import AdditiveAttention
 
 
@@ -62,7 +64,7 @@ class EncoderDecoder(nn.Block):
         return self.decoder(dec_X, state)
 
 
-class Seq2SeqEncoder(Encoder):
+class Seq2SeqEncoder(Encoder, nn.HybridBlock):
     """A GRU encoder: (batch, steps) tokens -> outputs (batch, steps, h), state (layers, batch, h).
 
     Each layer is its own fused GRU so that the state handed to the decoder is each layer's
@@ -70,7 +72,9 @@ class Seq2SeqEncoder(Encoder):
     ignores ``use_sequence_length``). With ``bidirectional=True`` each layer also runs a
     second GRU from each sequence's last real token back to its first, and the outputs
     concatenate both directions, (batch, steps, 2h), as in Bahdanau et al. (2015); the
-    state stays the forward direction's, (layers, batch, h).
+    state stays the forward direction's, (layers, batch, h). A HybridBlock: after
+    ``hybridize()`` MXNet runs ``hybrid_forward`` as one cached graph; the checks of the
+    input stay in ``forward``, in Python, before it.
     """
 
     def __init__(self, vocab_size, embed_size, num_hiddens, num_layers, dropout=0,
@@ -79,52 +83,62 @@ class Seq2SeqEncoder(Encoder):
         check_int("num_layers", num_layers, minimum=1)
         if not isinstance(bidirectional, bool):
             raise TypeError(f"bidirectional must be a bool, got {bidirectional!r}")
-        self.bidirectional = bidirectional
+        self.bidirectional, self.num_hiddens = bidirectional, num_hiddens
         self.embedding = nn.Embedding(vocab_size, embed_size)
-        self.rnns, self.backward_rnns = nn.Sequential(), nn.Sequential()
+        self.rnns, self.backward_rnns = nn.HybridSequential(), nn.HybridSequential()
         for _ in range(num_layers):
             self.rnns.add(rnn.GRU(num_hiddens, layout="NTC"))
             if bidirectional:
                 self.backward_rnns.add(rnn.GRU(num_hiddens, layout="NTC"))
-        self.dropout = Dropout(dropout)
+        self.dropout = nn.Dropout(dropout)  # its graph node obeys autograd's training mode
 
     def forward(self, X, valid_len=None):
         check_tokens("X", X, valid_len)
         check_token_ids("X", X, self.embedding)
-        batch, steps = X.shape
-        lengths = (np.full((batch,), steps, ctx=X.ctx) if valid_len is None
-                   else np.clip(valid_len, 1, steps)).astype("int32")
-        rows = np.arange(batch, ctx=X.ctx)
+        if valid_len is None:  # one input format for the cached graph: always lengths
+            valid_len = np.full(X.shape[:1], X.shape[1], ctx=X.ctx)
+        return nn.HybridBlock.forward(self, X, valid_len)
+
+    def hybrid_forward(self, F, X, valid_len):
+        lengths = F.np.maximum(valid_len.astype("float32"), 1)  # a length of 0 counts as 1
+        steps = F.npx.arange_like(X, axis=1).astype("float32").reshape(1, -1)
+        last = F.np.expand_dims(steps == lengths.reshape(-1, 1) - 1, -1)  # (batch, steps, 1)
         outputs, states = self.embedding(X), []
+        # the GRUs' initial state, zeros (1, batch, h) of the embeddings' dtype: a graph has
+        # no batch size to make it from
+        h0 = F.np.tile(F.np.zeros_like(outputs[:, :1, :1]).reshape(1, -1, 1),
+                       (1, 1, self.num_hiddens))
         for i, layer in enumerate(self.rnns):
             if i > 0:
                 outputs = self.dropout(outputs)
-            inputs, outputs = outputs, layer(outputs)
-            states.append(outputs[rows, lengths - 1])
+            inputs, (outputs, _) = outputs, layer(outputs, [h0])
+            states.append((outputs * last).sum(axis=1))
             if self.bidirectional:  # read each sequence backwards from its last real token
-                backward = self.backward_rnns[i](_reverse_within(inputs, lengths))
-                backward = _reverse_within(backward, lengths)  # back to source order
-                outputs = np.concatenate((outputs, backward), axis=-1)
-        return outputs, np.stack(states)
+                backward, _ = self.backward_rnns[i](_reverse_within(F, inputs, lengths), [h0])
+                backward = _reverse_within(F, backward, lengths)  # back to source order
+                outputs = F.np.concatenate((outputs, backward), axis=-1)
+        return outputs, F.np.stack(states)
 
 
-def _reverse_within(X, lengths):
+def _reverse_within(F, X, lengths):
     """Reverse each sequence of X (batch, steps, ...) within its first ``lengths`` steps.
 
     Steps beyond a sequence's length stay in place, so reversing twice restores X.
-    lengths: (batch,) ints in [1, steps].
+    lengths: (batch,) float32 whole numbers in [1, steps]. F: mxnet.ndarray or mxnet.symbol.
     """
-    steps = np.arange(X.shape[1], ctx=X.ctx).reshape(1, -1)
-    lengths = lengths.astype(steps.dtype).reshape(-1, 1)
-    index = np.where(steps < lengths, lengths - 1 - steps, steps)
-    return X[np.arange(X.shape[0], ctx=X.ctx).reshape(-1, 1), index]
+    steps = F.npx.arange_like(X, axis=1).astype("float32").reshape(1, -1)
+    lengths = lengths.reshape(-1, 1)
+    index = F.np.where(steps < lengths, lengths - 1 - steps, steps)  # (batch, steps)
+    rows = F.np.zeros_like(index) + F.npx.arange_like(X, axis=0).astype("float32").reshape(-1, 1)
+    return F.npx.gather_nd(X, F.np.stack((rows, index)))
 
 
-class Seq2SeqDecoder(Decoder):
+class Seq2SeqDecoder(Decoder, nn.HybridBlock):
     """The plain GRU decoder: every step sees one fixed context, the encoder's final state.
 
     state = (context (batch, h), hidden (layers, batch, h)). The context stays the encoder's
-    top-layer state at every step, in training and in prediction alike.
+    top-layer state at every step, in training and in prediction alike. A HybridBlock, as
+    :class:`Seq2SeqEncoder`.
     """
 
     def __init__(self, vocab_size, embed_size, num_hiddens, num_layers, dropout=0, **kwargs):
@@ -138,11 +152,15 @@ class Seq2SeqDecoder(Decoder):
         return hidden[-1], hidden
 
     def forward(self, X, state):
-        context, hidden = state
         check_token_ids("X", X, self.embedding)
+        return nn.HybridBlock.forward(self, X, state)
+
+    def hybrid_forward(self, F, X, state):
+        context, hidden = state
         embs = self.embedding(X)
-        context = np.broadcast_to(np.expand_dims(context, 1), embs.shape[:2] + context.shape[-1:])
-        outputs, (hidden,) = self.rnn(np.concatenate((embs, context), axis=-1), [hidden])
+        # the context (batch, h) repeated at every step: (batch, steps, h)
+        context = F.np.expand_dims(context, 1) + F.np.zeros_like(embs[:, :, :1])
+        outputs, (hidden,) = self.rnn(F.np.concatenate((embs, context), axis=-1), [hidden])
         return self.dense(outputs), (state[0], hidden)
 
     def reorder_state(self, state, indices):
@@ -196,3 +214,55 @@ class Seq2SeqAttentionDecoder(AttentionDecoder):
     @property
     def attention_weights(self):
         return np.concatenate(self._attention_weights, axis=1)
+
+
+# --- Chapter 3's three models, trained by tools/nmt_runs.py -------------------------------------
+# Their weights (nmt_runs_<name>.safetensors) and the record of the runs (nmt_runs.json:
+# settings, per-epoch losses, the loss of the first batches).
+NMT_RUNS = pathlib.Path(__file__).with_name("data") / "nmt_runs"
+
+
+def seq2seq_model(decoder, src_vocab_size, tgt_vocab_size, embed_size, num_hiddens,
+                  num_layers):
+    """A :class:`Seq2SeqEncoder` with a ``decoder``, "plain" (:class:`Seq2SeqDecoder`) or
+    "attention" (:class:`Seq2SeqAttentionDecoder`), of the same sizes: Chapter 3's models."""
+    decoders = {"plain": Seq2SeqDecoder, "attention": Seq2SeqAttentionDecoder}
+    if decoder not in decoders:
+        raise ValueError(f"decoder must be one of {sorted(decoders)}, got {decoder!r}")
+    return EncoderDecoder(
+        Seq2SeqEncoder(src_vocab_size, embed_size, num_hiddens, num_layers),
+        decoders[decoder](tgt_vocab_size, embed_size, num_hiddens, num_layers))
+
+
+def load_nmt_run(name, path=NMT_RUNS, ctx=None):
+    """Chapter 3's trained model ``name`` ("plain", "wide" or "attention"), stored by
+    ``tools/nmt_runs.py``: ``(net, record)``, the net's parameters in float32 on ``ctx``
+    (default: the CPU) and ``record`` the JSON record of all runs (``record["models"][name]``
+    holds the model's sizes and per-epoch losses)."""
+    from safetensors.numpy import load_file
+    path = pathlib.Path(path)
+    ctx = cpu() if ctx is None else check_context("ctx", ctx)
+    record = read_json_object(path.with_name(path.name + ".json"))
+    if name not in record["models"]:
+        raise ValueError(f"name must be one of {sorted(record['models'])}, got {name!r}")
+    model, settings = record["models"][name], record["settings"]
+    net = seq2seq_model(model["decoder"], settings["src_vocab_size"],
+                        settings["tgt_vocab_size"], settings["embed_size"],
+                        model["num_hiddens"], settings["num_layers"])
+    net.initialize(ctx=ctx)
+    tokens = np.ones((1, 1), dtype="int32", ctx=ctx)
+    net(tokens, tokens, np.ones((1,), dtype="int32", ctx=ctx))  # infers the deferred shapes
+    params = net._collect_params_with_prefix()
+    file = path.with_name(f"{path.name}_{name}.safetensors")
+    arrays = load_file(str(file))
+    if set(arrays) != set(params):
+        raise ValueError(f"{file} does not fit the net: unknown tensors "
+                         f"{sorted(set(arrays) - set(params))}, missing parameters "
+                         f"{sorted(set(params) - set(arrays))}")
+    for key, value in sorted(arrays.items()):
+        if value.shape != params[key].shape:
+            raise ValueError(f"{file} does not fit the net: {key} is {value.shape}, the "
+                             f"parameter {params[key].shape}")
+    for key, value in arrays.items():
+        params[key].set_data(np.array(value, dtype="float32", ctx=ctx))
+    return net, record

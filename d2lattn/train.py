@@ -218,8 +218,9 @@ def seq2seq_loss(net, data_iter, tgt_vocab, device):
 
 
 def train_seq2seq(net, data_iter, lr, num_epochs, tgt_vocab, device, val_iter=None,
-                  clip=1.0, lr_scheduler=None, label_smoothing=0.0):
-    """Train a sequence-to-sequence model with Adam, drawing the loss per token live.
+                  clip=1.0, lr_scheduler=None, label_smoothing=0.0, animate=True):
+    """Train a sequence-to-sequence model with Adam, drawing the loss per token live
+    (``animate=False``: no drawing).
 
     ``net`` is (re)initialised with Xavier on ``device`` (d2l's behaviour). The gradient of
     the mean loss per real token is clipped to norm ``clip``. ``lr_scheduler``: None (the
@@ -232,6 +233,7 @@ def train_seq2seq(net, data_iter, lr, num_epochs, tgt_vocab, device, val_iter=No
     """
     num_epochs = check_int("num_epochs", num_epochs, minimum=1)
     clip = check_positive("clip", clip)
+    check_bool("animate", animate)
     optimizer_params = _optimizer_params(lr, lr_scheduler)
     loss_fn = MaskedSoftmaxCELoss(label_smoothing)
     check_special_tokens("tgt_vocab", tgt_vocab, ["<bos>"])
@@ -240,7 +242,7 @@ def train_seq2seq(net, data_iter, lr, num_epochs, tgt_vocab, device, val_iter=No
     trainer = gluon.Trainer(net.collect_params(), "adam", optimizer_params)
     legend = ["train", "validation"] if val_iter is not None else ["train"]
     animator = Animator(xlabel="epoch", ylabel="loss per token", legend=legend,
-                        xlim=[1, num_epochs])
+                        xlim=[1, num_epochs]) if animate else None
     history, timer = {"train": [], "val": []}, Timer()
     for epoch in tqdm(range(num_epochs), desc="epochs", mininterval=1):
         total = Accumulator(2)
@@ -256,7 +258,8 @@ def train_seq2seq(net, data_iter, lr, num_epochs, tgt_vocab, device, val_iter=No
         history["train"].append(total[0] / total[1])
         if val_iter is not None:
             history["val"].append(seq2seq_loss(net, val_iter, tgt_vocab, device))
-        animator.add(epoch + 1, [history["train"][-1]] + history["val"][-1:])
+        if animate:
+            animator.add(epoch + 1, [history["train"][-1]] + history["val"][-1:])
     print(f"loss per token {history['train'][-1]:.3f}"
           + (f", validation {history['val'][-1]:.3f}" if val_iter is not None else "")
           + f"; {total[1] / timer.times[-1]:.0f} tokens/sec on {device}")

@@ -7,7 +7,7 @@ from mxnet import autograd, init, np
 
 from d2lattn.attention import DotProductAttention
 from d2lattn.seq2seq import (EncoderDecoder, Seq2SeqAttentionDecoder, Seq2SeqDecoder,
-                             Seq2SeqEncoder, _reverse_within)
+                             Seq2SeqEncoder, _reverse_within, seq2seq_model)
 
 VOCAB, EMBED, HIDDEN = 11, 5, 6
 
@@ -152,9 +152,9 @@ def test_reverse_within_matches_numpy_and_undoes_itself():
     expected = X.copy()
     for row, length in enumerate(lengths):
         expected[row, :length] = X[row, :length][::-1]
-    reversed_ = _reverse_within(np.array(X), np.array(lengths, dtype="int32"))
+    reversed_ = _reverse_within(mx.ndarray, np.array(X), np.array(lengths, dtype="float32"))
     onp.testing.assert_array_equal(reversed_.asnumpy(), expected)
-    twice = _reverse_within(reversed_, np.array(lengths, dtype="int32"))
+    twice = _reverse_within(mx.ndarray, reversed_, np.array(lengths, dtype="float32"))
     onp.testing.assert_array_equal(twice.asnumpy(), X)
 
 
@@ -197,3 +197,90 @@ def test_backward_direction_equals_a_loop_from_the_last_real_token():
     for t in range(length):
         onp.testing.assert_allclose(outputs[0, t, HIDDEN:].asnumpy(), expected[t], rtol=1e-5,
                                     atol=1e-7)
+
+
+def forward_and_grads(net, X, valid_len, Y):
+    """Logits, encoder state and every parameter gradient of one recorded forward pass."""
+    with autograd.record():
+        enc = net.encoder(X, valid_len)
+        logits, _ = net.decoder(Y, net.decoder.init_state(enc, valid_len))
+        (logits ** 2).sum().backward()
+    return [logits.asnumpy(), enc[1].asnumpy()] + [
+        p.grad().asnumpy().copy() for p in net.collect_params().values()]
+
+
+@pytest.mark.parametrize("decoder_cls, layers, bidirectional", [
+    (Seq2SeqDecoder, 1, False), (Seq2SeqDecoder, 2, True), (Seq2SeqAttentionDecoder, 2, False),
+    (Seq2SeqAttentionDecoder, 1, True)])
+@pytest.mark.parametrize("on_cpu1", [False, True])
+def test_hybridized_blocks_equal_imperative(decoder_cls, layers, bidirectional, on_cpu1, cpu1):
+    """The cached graph computes what the Python code computes: outputs and gradients, with
+    and without valid lengths (the encoder's None becomes full lengths before the graph)."""
+    ctx = cpu1 if on_cpu1 else mx.cpu()
+    net = make_net(decoder_cls, layers, ctx=ctx, bidirectional=bidirectional)
+    X, Y = tokens((3, 6), ctx=ctx), tokens((3, 4), ctx=ctx, seed=2)
+    cases = [np.array([6, 2, 0], dtype="int32", ctx=ctx), None]
+    imperative = [forward_and_grads(net, X, valid_len, Y) for valid_len in cases]
+    net.hybridize()
+    for _ in range(2):  # the first call builds the graph, the second runs the cached one
+        for valid_len, expected in zip(cases, imperative):
+            for got, want in zip(forward_and_grads(net, X, valid_len, Y), expected):
+                onp.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-7)
+    assert net.encoder._cached_op is not None
+    if decoder_cls is Seq2SeqDecoder:
+        assert net.decoder._cached_op is not None
+
+
+def test_hybridized_blocks_still_check_their_input():
+    net = make_net(Seq2SeqDecoder)
+    net.hybridize()
+    net(tokens((2, 3)), tokens((2, 2)), np.array([3, 1], dtype="int32"))
+    with pytest.raises(ValueError, match=r"valid_len must hold integers in \[0, 3\]"):
+        net.encoder(tokens((2, 3)), np.array([1, 4]))
+    with pytest.raises(ValueError, match=r"X must be \(batch, steps\) token ids"):
+        net.encoder(tokens((2, 3, 1)))
+    state = net.decoder.init_state(net.encoder(tokens((2, 3))))
+    with pytest.raises(ValueError, match=r"X must hold integers in \[0, 10\]"):
+        net.decoder(np.array([[1], [VOCAB]], dtype="int32"), state)
+
+
+def test_hybridized_encoder_dropout_follows_the_training_mode():
+    """Dropout between layers is a node of the graph: active when training, off otherwise,
+    whichever mode the graph was built in."""
+    mx.random.seed(0)
+    net = Seq2SeqEncoder(VOCAB, EMBED, HIDDEN, 2, dropout=0.5)
+    net.initialize()
+    X = tokens((4, 5))
+    plain = net(X)[0].asnumpy()
+    net.hybridize()
+    onp.testing.assert_allclose(net(X)[0].asnumpy(), plain, rtol=1e-6)
+    with autograd.record():
+        dropped = net(X)[0].asnumpy()
+    assert not onp.allclose(dropped, plain, atol=1e-4)
+    onp.testing.assert_allclose(net(X)[0].asnumpy(), plain, rtol=1e-6)
+
+
+def test_seq2seq_model_builds_the_chapter_models_and_rejects_unknown_decoders():
+    for decoder, cls in (("plain", Seq2SeqDecoder), ("attention", Seq2SeqAttentionDecoder)):
+        net = seq2seq_model(decoder, VOCAB, VOCAB + 1, EMBED, HIDDEN, 2)
+        assert isinstance(net.decoder, cls) and isinstance(net.encoder, Seq2SeqEncoder)
+        net.initialize()
+        logits, _ = net(tokens((2, 3)), tokens((2, 4)), np.array([3, 1], dtype="int32"))
+        assert logits.shape == (2, 4, VOCAB + 1)
+        assert len(net.encoder.rnns) == 2 and net.encoder.num_hiddens == HIDDEN
+    with pytest.raises(ValueError, match="decoder must be one of \\['attention', 'plain'\\], "
+                                         "got 'bahdanau'"):
+        seq2seq_model("bahdanau", VOCAB, VOCAB, EMBED, HIDDEN, 1)
+
+
+@pytest.mark.parametrize("dtype", ["float64"])  # the CPU has no float16 GEMM
+def test_hybridized_encoder_keeps_the_models_dtype(dtype):
+    net = make_net(Seq2SeqDecoder)
+    net.cast(dtype)
+    X, valid_len = tokens((2, 4)), np.array([4, 2], dtype="int32")
+    expected = [a.asnumpy() for a in net.encoder(X, valid_len)]
+    net.hybridize()
+    got = net.encoder(X, valid_len)
+    assert all(a.dtype == onp.dtype(dtype) for a in got)
+    for a, b in zip(got, expected):
+        onp.testing.assert_array_equal(a.asnumpy(), b)

@@ -1,4 +1,5 @@
 """The masked sequence loss, gradient clipping and the sequence-to-sequence training loop."""
+import matplotlib.pyplot as plt
 import mxnet as mx
 import numpy as onp
 import pytest
@@ -6,7 +7,8 @@ from mxnet import autograd, gluon, init, np
 
 from d2lattn.data.nmt import load_data_nmt
 from d2lattn.decoding import greedy_search
-from d2lattn.seq2seq import EncoderDecoder, Seq2SeqAttentionDecoder, Seq2SeqEncoder
+from d2lattn.seq2seq import (EncoderDecoder, Seq2SeqAttentionDecoder, Seq2SeqDecoder,
+                             Seq2SeqEncoder)
 from d2lattn.train import (MaskedSoftmaxCELoss, grad_clipping, seq2seq_loss, set_seed,
                            train_seq2seq)
 
@@ -120,3 +122,33 @@ def test_training_rejects_bad_epochs():
     train_iter, _, tgt_vocab = load_data_nmt(reverse_task(4), 2)
     with pytest.raises(ValueError, match="num_epochs must be an int >= 1"):
         train_seq2seq(attention_net(), train_iter, 0.01, 0, tgt_vocab, mx.cpu())
+
+
+def plain_net():
+    return EncoderDecoder(Seq2SeqEncoder(10, 8, 16, 1), Seq2SeqDecoder(10, 8, 16, 1))
+
+
+@pytest.mark.parametrize("on_cpu1", [False, True])
+def test_hybridized_training_gives_the_imperative_losses_without_drawing(on_cpu1, cpu1):
+    """A hybridized model trains to the same losses; ``animate=False`` draws no figure."""
+    device = cpu1 if on_cpu1 else mx.cpu()
+    pairs = reverse_task(32)
+    histories = []
+    for hybridize in (False, True):
+        set_seed(0)
+        train_iter, src_vocab, tgt_vocab = load_data_nmt(pairs, 8)
+        net = plain_net()
+        if hybridize:
+            net.hybridize()
+        figures = plt.get_fignums()
+        histories.append(train_seq2seq(net, train_iter, 0.01, 2, tgt_vocab, device,
+                                       val_iter=train_iter, animate=False))
+        assert plt.get_fignums() == figures
+    onp.testing.assert_allclose(histories[1]["train"] + histories[1]["val"],
+                                histories[0]["train"] + histories[0]["val"], rtol=1e-6)
+
+
+def test_training_rejects_an_animate_flag_that_is_not_a_bool():
+    train_iter, _, tgt_vocab = load_data_nmt(reverse_task(4), 2)
+    with pytest.raises(TypeError, match="animate must be a bool, got 'no'"):
+        train_seq2seq(plain_net(), train_iter, 0.01, 1, tgt_vocab, mx.cpu(), animate="no")
