@@ -22,6 +22,7 @@ from ._checks import (check_array, check_bert_inputs, check_context, check_given
                       read_json_object)
 from ._ops import Dropout, is_symbol
 from .attention import _lengths
+from .checkpoint import load_parameters
 from .device import cpu
 from .text import WordPieceTokenizer
 from .transformer import TransformerEncoderBlock
@@ -356,21 +357,10 @@ def _set_parameters(encoder, tensors, unknown):
 SMALL_BERT = pathlib.Path(__file__).with_name("data") / "small_bert"
 
 
-def save_parameters(net, file, dtype="float16"):
-    """Write the parameters of the initialised block ``net`` to the safetensors ``file``,
-    named by their paths in the block (``encoder.blks.0.ffn.dense1.weight``, ...), in
-    ``dtype``; :func:`load_small_bert` reads them back."""
-    from safetensors.numpy import save_file
-    arrays = {name: p.data().asnumpy().astype(dtype)
-              for name, p in net._collect_params_with_prefix().items()}
-    save_file(arrays, str(file))
-
-
 def load_small_bert(path=SMALL_BERT, ctx=None):
     """Chapter 7's small :class:`BERTModel`, pretrained by ``tools/pretrain_bert.py``:
     ``(net, record)``, the net's parameters in float32 on ``ctx`` (default: the CPU) and
     ``record`` the run's JSON record (its ``"settings"`` give the net's sizes)."""
-    from safetensors.numpy import load_file
     path = pathlib.Path(path)
     ctx = cpu() if ctx is None else check_context("ctx", ctx)
     record = read_json_object(_required(path.parent, path.name + ".json"))
@@ -381,14 +371,7 @@ def load_small_bert(path=SMALL_BERT, ctx=None):
     net.initialize(ctx=ctx)
     tokens = np.zeros((1, 2), dtype="int32", ctx=ctx)
     net(tokens, tokens, None, tokens[:, :1])  # infers the shapes of the deferred parameters
-    params = net._collect_params_with_prefix()
-    arrays = load_file(str(_required(path.parent, path.name + ".safetensors")))
-    if set(arrays) != set(params):
-        raise ValueError(f"{path}.safetensors does not fit the net: unknown tensors "
-                         f"{sorted(set(arrays) - set(params))}, missing parameters "
-                         f"{sorted(set(params) - set(arrays))}")
-    for name, value in arrays.items():
-        params[name].set_data(np.array(value, dtype="float32", ctx=ctx))
+    load_parameters(net, _required(path.parent, path.name + ".safetensors"))
     return net, record
 
 

@@ -15,6 +15,7 @@ from mxnet.gluon import nn, rnn
 from ._checks import (check_context, check_int, check_token_ids, check_tokens,
                       read_json_object)
 from .attention import AdditiveAttention
+from .checkpoint import load_parameters
 
 
 class Encoder(nn.Block):
@@ -239,7 +240,6 @@ def load_nmt_run(name, path=NMT_RUNS, ctx=None):
     ``tools/nmt_runs.py``: ``(net, record)``, the net's parameters in float32 on ``ctx``
     (default: the CPU) and ``record`` the JSON record of all runs (``record["models"][name]``
     holds the model's sizes and per-epoch losses)."""
-    from safetensors.numpy import load_file
     path = pathlib.Path(path)
     ctx = cpu() if ctx is None else check_context("ctx", ctx)
     record = read_json_object(path.with_name(path.name + ".json"))
@@ -252,17 +252,5 @@ def load_nmt_run(name, path=NMT_RUNS, ctx=None):
     net.initialize(ctx=ctx)
     tokens = np.ones((1, 1), dtype="int32", ctx=ctx)
     net(tokens, tokens, np.ones((1,), dtype="int32", ctx=ctx))  # infers the deferred shapes
-    params = net._collect_params_with_prefix()
-    file = path.with_name(f"{path.name}_{name}.safetensors")
-    arrays = load_file(str(file))
-    if set(arrays) != set(params):
-        raise ValueError(f"{file} does not fit the net: unknown tensors "
-                         f"{sorted(set(arrays) - set(params))}, missing parameters "
-                         f"{sorted(set(params) - set(arrays))}")
-    for key, value in sorted(arrays.items()):
-        if value.shape != params[key].shape:
-            raise ValueError(f"{file} does not fit the net: {key} is {value.shape}, the "
-                             f"parameter {params[key].shape}")
-    for key, value in arrays.items():
-        params[key].set_data(np.array(value, dtype="float32", ctx=ctx))
+    load_parameters(net, path.with_name(f"{path.name}_{name}.safetensors"))
     return net, record

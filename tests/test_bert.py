@@ -10,8 +10,8 @@ import pytest
 from mxnet import autograd, init, np
 
 from d2lattn.bert import (BERTEncoder, BERTModel, MaskLM, checkpoint_name_to_param,
-                          load_pretrained, load_small_bert, save_parameters,
-                          sentence_embeddings)
+                          load_pretrained, load_small_bert, sentence_embeddings)
+from d2lattn.checkpoint import save_parameters
 from d2lattn.train import bert_batch_loss, train_bert
 from reference import np_gelu, value
 

@@ -23,7 +23,7 @@ import pathlib
 import sys
 
 import d2lattn  # first: it makes MXNet work with today's numpy
-from d2lattn.bert import save_parameters
+from d2lattn.checkpoint import save_parameters
 from d2lattn.data import load_corpus, load_data_nmt
 from d2lattn.seq2seq import NMT_RUNS, seq2seq_model
 

@@ -27,7 +27,8 @@ import numpy as onp
 from mxnet import npx
 
 from d2lattn import set_seed, try_all_gpus
-from d2lattn.bert import SMALL_BERT, BERTModel, save_parameters
+from d2lattn.bert import SMALL_BERT, BERTModel
+from d2lattn.checkpoint import save_parameters
 from d2lattn.data.lm import ngram_probs
 from d2lattn.data.pretrain import (load_data_bert, neighbour_probs, sentence_stream,
                                    token_kinds, unigram_distribution)
