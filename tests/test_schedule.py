@@ -16,7 +16,7 @@ def test_the_longest_units_are_chapters_or_groups_of_existing_files():
 def test_the_longest_units_come_first_in_their_order_and_the_rest_as_collected():
     paths = ["tests/test_text.py", "book/07_bert.ipynb", "tests/test_pdf.py",
              "book/01_attention_pooling.ipynb", "book/07_bert.ipynb", "tests/test_book.py",
-             "book/03_bahdanau_attention.ipynb", "tests/test_metrics.py"]
+             "book/09_gpt.ipynb", "tests/test_metrics.py"]
     items = [SimpleNamespace(path=ROOT / path, number=number)
              for number, path in enumerate(paths)]
     pytest_collection_modifyitems(items)
