@@ -13,6 +13,7 @@ from tqdm import tqdm
 from ._checks import (check_bool, check_context, check_contexts, check_int, check_labels,
                       check_positive, check_rate, check_sequence_loss, check_special_tokens,
                       check_tokens, nonempty)
+from ._ops import sequence_mask
 from .plotting import Animator
 
 
@@ -100,7 +101,9 @@ class MaskedSoftmaxCELoss(gluon.nn.Block):
             return np.zeros(pred.shape[:1], dtype=pred.dtype, ctx=pred.ctx)
         steps = np.arange(pred.shape[1], ctx=pred.ctx).reshape(1, -1)
         mask = steps < valid_len.reshape(-1, 1).astype(steps.dtype)
-        pred = np.where(np.expand_dims(mask, -1), pred, np.zeros((), dtype=pred.dtype))
+        # padded steps' logits become 0 (a replacement: NaN there stays out); SequenceMask,
+        # not a broadcasting np.where, ~100x slower forward and backward in MXNet 1.9.1
+        pred = sequence_mask(pred, valid_len.astype("int32"), 0)
         log_probs = npx.log_softmax(pred, axis=-1)
         nll = -npx.pick(log_probs, label, axis=-1)
         if self.label_smoothing:
