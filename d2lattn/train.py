@@ -102,7 +102,7 @@ class MaskedSoftmaxCELoss(gluon.nn.Block):
         steps = np.arange(pred.shape[1], ctx=pred.ctx).reshape(1, -1)
         mask = steps < valid_len.reshape(-1, 1).astype(steps.dtype)
         # padded steps' logits become 0 (a replacement: NaN there stays out); SequenceMask,
-        # not a broadcasting np.where, ~100x slower forward and backward in MXNet 1.9.1
+        # not a broadcasting np.where, which took 190 ms of a 490 ms GPT step (Chapter 9)
         pred = sequence_mask(pred, valid_len.astype("int32"), 0)
         log_probs = npx.log_softmax(pred, axis=-1)
         nll = -npx.pick(log_probs, label, axis=-1)
