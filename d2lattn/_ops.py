@@ -43,6 +43,14 @@ class LayerNorm(gluon.nn.LayerNorm):
         return super().forward(x) if is_symbol(x) else on_rows(super().forward, x)
 
 
+def full_lengths(valid_lens, X):
+    """``valid_lens``, or for None every position of X (batch, steps, ...): (batch,) int32
+    lengths for a cached graph, which takes the same arguments at every call."""
+    if valid_lens is not None:
+        return valid_lens
+    return np.full(X.shape[:1], X.shape[1], dtype="int32", ctx=X.ctx)
+
+
 def graph_rows(layer, X):
     """``layer(X)`` in a cached graph (X a Symbol (..., in)) for a ``layer`` that maps each
     row on its own, e.g. a Dense: it sees the rows as one (n, in) matrix. MXNet 1.9.1's

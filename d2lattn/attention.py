@@ -11,7 +11,8 @@ from mxnet import gluon, np, npx
 
 from ._checks import (check_bool, check_divisible, check_float_array, check_heads, check_int,
                       check_integers, check_rate, check_same_width)
-from ._ops import Dropout, graph_rows, is_symbol, masked_fill, sequence_mask, transpose
+from ._ops import (Dropout, full_lengths, graph_rows, is_symbol, masked_fill, sequence_mask,
+                   transpose)
 
 
 def masked_softmax(X, valid_lens):
@@ -127,7 +128,7 @@ class ScoredAttention(gluon.nn.HybridBlock):
         kind = None if valid_lens is None else _check_valid_lens(valid_lens, shape)
         if self._active and self.graph_score is not None:
             self.attention_weights = None
-            return super().forward(queries, keys, values, _lengths(valid_lens, keys))
+            return super().forward(queries, keys, values, full_lengths(valid_lens, keys))
         keys, values = _without_padding(keys, values, valid_lens, kind)
         return self._attend(queries, keys, values, valid_lens, kind)
 
@@ -169,14 +170,6 @@ def _like(F, small, big):
     """``small`` broadcast to ``big``'s shape, a new array: elementwise operators on equal
     shapes are much faster in MXNet 1.9.1 than broadcasting ones, gradient included."""
     return F.broadcast_like(small.as_nd_ndarray(), big.as_nd_ndarray()).as_np_ndarray()
-
-
-def _lengths(valid_lens, keys):
-    """``valid_lens``, or for None every key: (batch,) lengths for a cached graph, which
-    takes the same arguments at every call."""
-    if valid_lens is not None:
-        return valid_lens
-    return np.full(keys.shape[:1], keys.shape[1], dtype="int32", ctx=keys.ctx)
 
 
 def _graph_without_padding(F, keys, values, lens):
@@ -478,7 +471,7 @@ class MultiHeadAttention(gluon.nn.HybridBlock):
         kind = self.check_call(queries, keys, values, valid_lens, cache)
         if self._active and self._graph_supported(cache):
             self.attention.attention_weights = None
-            return super().forward(queries, keys, values, _lengths(valid_lens, keys))
+            return super().forward(queries, keys, values, full_lengths(valid_lens, keys))
         q = self._rotate(transpose_qkv(self.W_q(queries), self.num_heads), cache)
         k, v = self._keys_and_values(keys, values, valid_lens, kind, cache, q.shape)
         out = self._grouped_attention(q, k, v, valid_lens, kind)

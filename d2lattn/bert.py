@@ -20,8 +20,7 @@ from ._checks import (check_array, check_bert_inputs, check_context, check_given
                       check_hidden_states, check_int, check_lengths, check_positive,
                       check_pred_positions, check_rate, check_segment_pairs,
                       read_json_object)
-from ._ops import Dropout, is_symbol
-from .attention import _lengths
+from ._ops import Dropout, full_lengths, is_symbol
 from .checkpoint import load_parameters
 from .device import cpu
 from .text import WordPieceTokenizer
@@ -63,7 +62,7 @@ class BERTEncoder(nn.HybridBlock):
         if not is_symbol(tokens):
             check_bert_inputs(self, tokens, segments, valid_lens)
             if self._active:  # the graph's arguments: no None
-                valid_lens = _lengths(valid_lens, tokens)
+                valid_lens = full_lengths(valid_lens, tokens)
         return super().forward(tokens, segments, valid_lens)
 
     def hybrid_forward(self, F, tokens, segments, valid_lens=None):

@@ -18,8 +18,8 @@ from mxnet.gluon import nn
 from ._checks import (check_bool, check_int, check_ndarray, check_positive, check_rate,
                       check_same_shape, check_step_tokens, check_token_ids, check_tokens,
                       check_width)
-from ._ops import Dense, Dropout, LayerNorm, is_symbol
-from .attention import MultiHeadAttention, _lengths
+from ._ops import Dense, Dropout, LayerNorm, full_lengths, is_symbol
+from .attention import MultiHeadAttention
 from .positional import PositionalEncoding
 from .seq2seq import AttentionDecoder, Encoder
 
@@ -119,7 +119,7 @@ class TransformerEncoderBlock(nn.HybridBlock):
     def forward(self, X, valid_lens=None):
         if self._active and not is_symbol(X):  # the graph's arguments: checked, no None
             self.attention.check_call(X, X, X, valid_lens)
-            valid_lens = _lengths(valid_lens, X)
+            valid_lens = full_lengths(valid_lens, X)
         return super().forward(X, valid_lens)
 
     def hybrid_forward(self, F, X, valid_lens=None):
@@ -201,7 +201,7 @@ class TransformerDecoderBlock(nn.HybridBlock):
             with _unused_parameters_allowed():  # the step uses no W_k, W_v of attention2
                 Y, cache["self"]["k"], cache["self"]["v"] = super().forward(
                     X, cache["self"]["k"], cache["self"]["v"], cache["cross"]["k"],
-                    cache["cross"]["v"], _lengths(enc_valid_lens, enc_outputs))
+                    cache["cross"]["v"], full_lengths(enc_valid_lens, enc_outputs))
             for attention in (self.attention1, self.attention2):
                 attention.attention.attention_weights = None
             caches = caches[:self.i] + [cache] + caches[self.i + 1:]
