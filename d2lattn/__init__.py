@@ -2,10 +2,16 @@
 
 Importing the package makes mxnet 1.9.1 work on today's numpy (see :mod:`d2lattn._compat`),
 loads the CUDA 11 libraries of mxnet's GPU build when there is one (see :mod:`d2lattn.device`),
-switches mxnet to its numpy interface (``npx.set_np()``) and exports the public API.
+switches mxnet to its numpy interface (``npx.set_np()``), turns on mxnet's float32
+accumulation of float16 softmaxes and sums (``MXNET_SAFE_ACCUMULATION``, read by mxnet at
+every call: a float16 softmax over 5,000 keys otherwise sums to 2.4) and exports the public
+API.
 """
+import os
+
 from . import _compat, device
 
+os.environ.setdefault("MXNET_SAFE_ACCUMULATION", "1")
 _compat.apply()
 _cuda_loaded, _cuda_failed = device.preload_cuda_libraries()  # before mxnet links against them
 try:
@@ -19,21 +25,19 @@ npx.set_np()
 _compat.fill_any_float_dtype()
 
 from .attention import (AdditiveAttention, ConcatAttention, DotProductAttention,  # noqa: E402
-                        GeneralAttention, MultiHeadAttention, ScoredAttention,
-                        SlidingWindowAttention, masked_softmax, tiled_attention,
-                        transpose_output, transpose_qkv)
+                        GeneralAttention, KVCache, MultiHeadAttention, ScoredAttention,
+                        masked_softmax, tiled_attention, transpose_output, transpose_qkv)
 from .bert import (BERTClassifier, BERTEncoder, BERTModel, MaskLM,  # noqa: E402
                    NextSentencePred, PairClassifier, Pooler, load_pretrained, mean_pool,
                    segment_mean_difference, sentence_embeddings)
 from .decoding import beam_search, greedy_search, predict_seq2seq  # noqa: E402
 from .device import cpu, gpu, num_gpus, try_all_gpus, try_gpu  # noqa: E402
-from .gpt import (GPT, GPTBlock, generate, lm_loss, next_token_probs,  # noqa: E402
+from .gpt import (GPT, CausalSelfAttention, GPTBlock, generate, lm_loss, next_token_probs,  # noqa: E402
                   perplexity, train_lm)
 from .metrics import bleu, corpus_bleu  # noqa: E402
 from .plotting import Animator, plot, show_heatmaps  # noqa: E402
 from .positional import (LearnedPositionalEmbedding, NoPositionalEncoding,  # noqa: E402
-                         PositionalEncoding, RotaryMultiHeadAttention, apply_rope,
-                         sinusoidal_encoding)
+                         PositionalEncoding, apply_rope, sinusoidal_encoding)
 from .pooling import (NWKernelRegression, boxcar, constant, epanechnikov,  # noqa: E402
                       gaussian, leave_one_out, nadaraya_watson, train_nw)
 from .seq2seq import (AttentionDecoder, Decoder, Encoder, EncoderDecoder,  # noqa: E402

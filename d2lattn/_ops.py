@@ -1,4 +1,8 @@
 """Numerical building blocks shared by the attention modules."""
+import contextlib
+import threading
+import warnings
+
 from mxnet import autograd, gluon, nd, np, symbol
 
 
@@ -6,6 +10,27 @@ def is_symbol(x):
     """Whether ``x`` is a Symbol: the block holding it is being traced into a cached graph
     (``hybridize()``), its inputs already checked by the hybridized block called."""
     return isinstance(x, symbol.Symbol)
+
+
+_CALLS = threading.local()
+
+
+def checked(x):
+    """Whether the inputs of a block called with ``x`` are already checked: ``x`` is a Symbol
+    (see :func:`is_symbol`), or a block that checked its own inputs is running (inside
+    :func:`checked_call`), so its children skip their checks (host round trips)."""
+    return is_symbol(x) or getattr(_CALLS, "checked", False)
+
+
+@contextlib.contextmanager
+def checked_call():
+    """The calls of blocks inside this context are those of a block that checked its inputs."""
+    outer = getattr(_CALLS, "checked", False)
+    _CALLS.checked = True
+    try:
+        yield
+    finally:
+        _CALLS.checked = outer
 
 
 class Dropout(gluon.nn.Dropout):
@@ -43,14 +68,6 @@ class LayerNorm(gluon.nn.LayerNorm):
         return super().forward(x) if is_symbol(x) else on_rows(super().forward, x)
 
 
-def full_lengths(valid_lens, X):
-    """``valid_lens``, or for None every position of X (batch, steps, ...): (batch,) int32
-    lengths for a cached graph, which takes the same arguments at every call."""
-    if valid_lens is not None:
-        return valid_lens
-    return np.full(X.shape[:1], X.shape[1], dtype="int32", ctx=X.ctx)
-
-
 def graph_rows(layer, X):
     """``layer(X)`` in a cached graph (X a Symbol (..., in)) for a ``layer`` that maps each
     row on its own, e.g. a Dense: it sees the rows as one (n, in) matrix. MXNet 1.9.1's
@@ -62,19 +79,24 @@ def graph_rows(layer, X):
                                rhs_end=-1).as_np_ndarray()
 
 
-def on_rows(layer, X):
-    """``layer(X)`` for a ``layer`` that maps each row X[..., :] on its own, (..., d) ->
-    (..., out), with every parameter gradient written (0) when X is empty: the layer then
-    sees X's rows and one row of zeros, and the output of that row is dropped."""
+def on_rows(layer, X, *more):
+    """``layer(X, *more)`` for a ``layer`` that maps each row X[..., :] (and the same rows
+    of ``more``, arrays of X's shape) on its own, (..., d) -> (..., out), with every
+    parameter gradient written (0) when X is empty: the layer then sees one row of zeros,
+    whose output is dropped. (On an empty input MXNet 1.9.1 writes no parameter gradient,
+    imperative or in a cached graph: the last step's stays, or reading it fails.)"""
     if X.size:
-        return layer(X)
-    rows = X.reshape(-1, X.shape[-1])
-    out = layer(np.concatenate([rows, np.zeros((1, X.shape[-1]), dtype=X.dtype, ctx=X.ctx)]))
+        return layer(X, *more)
+    one = lambda A: np.zeros((1, A.shape[-1]), dtype=A.dtype, ctx=A.ctx)
+    out = layer(one(X), *(one(A) for A in more))
     return out[:0].reshape(X.shape[:-1] + out.shape[1:])
 
 
-def _legacy(X):
-    """The module of MXNet's legacy operators for X (an mxnet.np array or Symbol)."""
+def legacy(X):
+    """The module of MXNet's legacy operators for X (an mxnet.np array or Symbol), or for
+    F (``mxnet.ndarray`` or ``mxnet.symbol``, a block's ``hybrid_forward`` argument)."""
+    if X is nd or X is symbol:
+        return X
     return symbol if is_symbol(X) else nd
 
 
@@ -84,7 +106,7 @@ def transpose(X, axes):
     MXNet 1.9.1's legacy operator is ~4x faster on CPU than the numpy-interface one
     (bench/mha.py); the conversions share memory and are recorded by autograd.
     """
-    return _legacy(X).transpose(X.as_nd_ndarray(), axes=axes).as_np_ndarray()
+    return legacy(X).transpose(X.as_nd_ndarray(), axes=axes).as_np_ndarray()
 
 
 def sequence_mask(rows, lens, value):
@@ -93,7 +115,7 @@ def sequence_mask(rows, lens, value):
 
     The legacy SequenceMask operator, faster on CPU than ``npx.sequence_mask`` in 1.9.1.
     """
-    return _legacy(rows).SequenceMask(rows.as_nd_ndarray(), lens.as_nd_ndarray(),
+    return legacy(rows).SequenceMask(rows.as_nd_ndarray(), lens.as_nd_ndarray(),
                                       use_sequence_length=True, value=value,
                                       axis=1).as_np_ndarray()
 
@@ -116,3 +138,13 @@ def masked_fill(X, mask, value):
     the gradient to the wrong entries; a one-element array broadcasts correctly.)"""
     fill = np.full((1,) * X.ndim, value, dtype=X.dtype, ctx=X.ctx)
     return np.where(mask, fill, X)
+
+
+@contextlib.contextmanager
+def unused_parameters_allowed():
+    """Silence Gluon's warning that a cached graph leaves parameters or inputs of the block
+    unused (a pre-norm block's own LayerNorm, a step's unused offset)."""
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", "Parameter .* is not used by any computation")
+        warnings.filterwarnings("ignore", ".*input to HybridBlock is not used by any")
+        yield

@@ -1,18 +1,24 @@
-"""Attention scoring functions: masked softmax and the additive, dot-product and Luong scores.
+"""Attention scoring functions, multi-head attention and its extensions.
 
 Every attention layer here computes scores a(q, k) for all (query, key) pairs, turns them
-into weights with a softmax that ignores padded keys, and returns the weighted sum of the
-values: f(q) = sum_i softmax(a(q, k_i)) v_i. Only the scoring function differs.
+into weights with a softmax that ignores the keys a query may not see, and returns the
+weighted sum of the values: f(q) = sum_i softmax(a(q, k_i)) v_i.
+
+Each block is a Gluon ``HybridBlock`` whose computation is written once, in
+``hybrid_forward(F, ...)``: MXNet runs it with ``F = mxnet.ndarray`` when the block is called
+as it is, and traces it with ``F = mxnet.symbol`` into a cached graph after ``hybridize()``.
+``forward`` only checks the arguments of a call with arrays and hands the computation one
+form of lengths: float32 valid lengths, (batch,) or (batch, queries), every key for None.
 """
 import math
 
 import numpy as onp
-from mxnet import gluon, np, npx
+from mxnet import gluon, nd, np, npx
 
 from ._checks import (check_bool, check_divisible, check_float_array, check_heads, check_int,
                       check_integers, check_rate, check_same_width)
-from ._ops import (Dropout, full_lengths, graph_rows, is_symbol, masked_fill, sequence_mask,
-                   transpose)
+from ._ops import (Dense, Dropout, checked, checked_call, is_symbol, legacy, masked_fill,
+                   sequence_mask, transpose)
 
 
 def masked_softmax(X, valid_lens):
@@ -24,34 +30,142 @@ def masked_softmax(X, valid_lens):
     valid length of 0 gives an all-zero row. Masked scores are replaced, not added to
     (d2l's -1e6 leaks weight when the valid scores are lower still), so their weight and
     gradient are exactly 0 whatever they hold, inf and NaN included. float16 scores are
-    computed in float32. Returns (batch, queries, keys), X's dtype.
+    summed in float32. Returns (batch, queries, keys), X's dtype.
     """
     _check_scores("X", X)
-    kind = None if valid_lens is None else _check_valid_lens(valid_lens, X.shape)
-    return _masked_softmax(X, valid_lens, kind)
+    lens = lengths(valid_lens, X.shape)
+    if X.size == 0:  # nothing to weigh (MXNet's masks fail on empty arrays)
+        return np.zeros_like(X)
+    return _masked_softmax(nd, X, lens)
 
 
-def _masked_softmax(X, valid_lens, kind):
-    """masked_softmax without the checks of ``valid_lens``' values (a host round trip);
-    ``kind`` is what the check returned: "full" (nothing to mask), "some" (no length is 0)
-    or "empty"."""
-    if X.dtype == onp.float16:  # float16 sums of long rows are wrong: sum in float32
-        return _masked_softmax(X.astype("float32"), valid_lens, kind).astype(X.dtype)
-    if valid_lens is None or kind == "full" or X.size == 0:  # masks crash on size 0
-        return npx.softmax(X, axis=-1)
-    shape = X.shape
-    # int32 lengths: exact, unlike lengths cast to the scores' dtype
-    lens = valid_lens.as_in_ctx(X.ctx).astype("int32").reshape(shape[0], -1)
-    lens = np.broadcast_to(lens, shape[:2]).reshape(-1)
-    rows = X.reshape(-1, shape[-1])
-    # Masked scores become -inf, so they get weight exactly 0. (Masking is ~3x faster than
-    # npx.softmax(use_length=True) on large score tensors.)
-    if kind == "some":
-        return npx.softmax(sequence_mask(rows, lens, -onp.inf), axis=-1).reshape(shape)
-    # A row of length 0 keeps one key, replaced by 0 so that its softmax and gradient stay
-    # finite whatever the score was; a last mask then zeroes the row.
-    rows = sequence_mask(sequence_mask(rows, lens, 0), np.maximum(lens, 1), -onp.inf)
-    return sequence_mask(npx.softmax(rows, axis=-1), lens, 0).reshape(shape)
+def _masked_softmax(F, X, valid_lens, window=None):
+    """:func:`masked_softmax` of X (rows, queries, keys) for the float32 ``valid_lens`` (rows,)
+    or (rows, queries) of :func:`lengths`, in either mode of F; with a ``window``, each query
+    also sees only the last ``window`` keys its length allows. Masked scores become -inf, so
+    they get weight 0; a row with no key gets weights 0 (its softmax, NaN, is replaced).
+    float16 rows are summed in float32 (``MXNET_SAFE_ACCUMULATION``, set by d2lattn)."""
+    rows = F.npx.reshape(X, (-5, -2))  # (rows * queries, keys)
+    hi = _per_query(F, valid_lens, X)  # (rows * queries,): keys >= hi are masked
+    rows = sequence_mask(rows, hi, -onp.inf)
+    if window is not None:
+        rows = _before_window(F, rows, hi, window)
+    weights = sequence_mask(F.npx.softmax(rows, axis=-1), hi, 0)
+    return legacy(F).reshape_like(weights.as_nd_ndarray(), X.as_nd_ndarray()).as_np_ndarray()
+
+
+def _per_query(F, valid_lens, scores):
+    """The float32 lengths (rows,) or (rows, queries) as one length per row of the scores
+    (rows, queries, keys) laid out as (rows * queries,)."""
+    lens = F.npx.reshape(valid_lens, (-2, -1, 1)).as_nd_ndarray()  # (rows, 1 or queries, 1)
+    first = legacy(F).slice_axis(scores.as_nd_ndarray(), axis=2, begin=0, end=1)
+    return legacy(F).broadcast_like(lens, first).as_np_ndarray().reshape(-1)
+
+
+def _before_window(F, rows, hi, window):
+    """``rows`` (n, keys) with -inf at the keys before the last ``window`` below ``hi`` (n,)."""
+    early = F.np.expand_dims(F.npx.arange_like(rows, axis=-1), 0) \
+        < F.np.expand_dims(hi - window, -1)
+    return F.np.where(early, F.np.full_like(rows, -onp.inf), rows)
+
+
+def lengths(valid_lens, shape):
+    """``valid_lens`` checked against scores of ``shape`` (batch, queries, keys), as the
+    float32 lengths (batch,) or (batch, queries) that the computations take (exact below
+    2^24); None gives ``keys`` for every sequence.
+
+    Checked at every call (one small copy to the host): lengths changed in place between
+    two calls give the new mask or an error, never the old mask."""
+    batch, queries, keys = shape
+    if valid_lens is None:
+        return np.full((batch,), keys, dtype="float32")
+    if not isinstance(valid_lens, np.ndarray):
+        raise TypeError("valid_lens must be None or an mxnet.np.ndarray, got "
+                        f"{type(valid_lens).__name__}")
+    if valid_lens.shape not in ((batch,), (batch, queries)):
+        raise ValueError(f"valid_lens must have shape (batch,) = ({batch},) or (batch, queries) "
+                         f"= ({batch}, {queries}) for scores of shape {shape}, got shape "
+                         f"{valid_lens.shape}")
+    check_integers("valid_lens", valid_lens, 0, keys, " (the number of keys)")
+    return valid_lens.astype("float32", copy=False)
+
+
+def without_padding(F, keys, values, valid_lens):
+    """``keys`` and ``values`` (batch, positions, width) with each position beyond every
+    valid length of its sequence (float32 ``valid_lens`` (batch,) or (batch, queries)) set
+    to 0, so that whatever padding holds (inf, NaN) reaches neither the outputs nor a
+    gradient. The same keys and values (self-attention) are masked once."""
+    longest = F.np.max(F.npx.reshape(valid_lens, (-2, -1)), axis=1)
+    keys_out = sequence_mask(keys, longest, 0)
+    return keys_out, keys_out if values is keys else sequence_mask(values, longest, 0)
+
+
+def attention_pooling(F, scores, values, valid_lens, dropout, window=None):
+    """The pooling every attention layer ends with: weights = the masked softmax of
+    ``scores`` (rows, queries, keys) (:func:`_masked_softmax`), then dropout(weights) @
+    ``values`` (rows, keys, v). Returns (output (rows, queries, v), weights)."""
+    weights = _masked_softmax(F, scores, valid_lens, window)
+    return F.npx.batch_dot(dropout(weights), values), weights
+
+
+class ScoredAttention(gluon.nn.HybridBlock):
+    """Attention pooling with a scoring function: the step all attention layers share.
+
+    Subclasses define ``score(F, queries, keys) -> (batch, queries, keys)``. The call
+    ``(queries (batch, queries, q), keys (batch, keys, k), values (batch, keys, v),
+    valid_lens=None)`` returns (batch, queries, v) and keeps the weights, before dropout, in
+    ``attention_weights`` (batch, queries, keys). Dropout on the weights acts in training
+    mode only (under ``autograd.record()``). Keys and values beyond every valid length of
+    their sequence are zeroed first: inf or NaN there reaches no output and no gradient.
+
+    ``hybridize()`` makes the call a cached graph (where the scoring function has one:
+    :class:`DotProductAttention`): the same computation, checked as before;
+    ``attention_weights`` is then None (the graph does not return them: call the block
+    without ``hybridize()`` to see them).
+    """
+
+    def __init__(self, dropout, **kwargs):
+        super().__init__(**kwargs)
+        self.dropout = Dropout(check_rate("dropout", dropout))
+        self.attention_weights = None
+
+    has_graph = True  # False: a score written for arrays only, which stays imperative
+
+    def score(self, F, queries, keys):
+        """Scores (batch, queries, keys) of every query against every key."""
+        raise NotImplementedError
+
+    def check_widths(self, queries, keys):
+        """Raise unless the score can compare ``queries`` and ``keys`` (any widths here)."""
+
+    def forward(self, queries, keys, values, valid_lens=None):
+        if not checked(queries):  # a call with arrays from outside a block: check them
+            valid_lens = check_attention_call(self, queries, keys, values, valid_lens)
+            self.check_widths(queries, keys)
+            self.attention_weights = None
+        elif is_symbol(queries) and not self.has_graph:
+            raise NotImplementedError(f"{type(self).__name__} has no cached-graph form: call "
+                                      "it from a block that is not hybridized")
+        with checked_call():
+            if not self.has_graph:
+                return self.hybrid_forward(nd, queries, keys, values, valid_lens)
+            return super().forward(queries, keys, values, valid_lens)
+
+    def hybrid_forward(self, F, queries, keys, values, valid_lens):
+        keys, values = without_padding(F, keys, values, valid_lens)
+        out, weights = attention_pooling(F, self.score(F, queries, keys), values, valid_lens,
+                                         self.dropout)
+        self.attention_weights = None if is_symbol(weights) else weights
+        return out
+
+
+def check_attention_call(block, queries, keys, values, valid_lens):
+    """Raise unless the arrays of an attention call fit each other and ``block``'s
+    parameters; return the lengths the computation takes (:func:`lengths`)."""
+    _check_inputs(queries, keys, values)
+    _check_param_dtype(block, queries)
+    shape = (queries.shape[0], queries.shape[1], keys.shape[1])
+    return lengths(valid_lens, shape).as_in_ctx(queries.ctx)
 
 
 def _check_3d(name, x):
@@ -65,131 +179,6 @@ def _check_scores(name, X):
     _check_3d(name, X)
     if X.shape[-1] == 0:
         raise ValueError(f"{name} must have at least one key position, got shape {X.shape}")
-
-
-def _check_valid_lens(valid_lens, shape):
-    """Raise unless ``valid_lens`` fits scores of ``shape`` (batch, queries, keys). Returns what
-    needs masking: "full" (every length is ``keys``), "empty" (some length is 0) or "some".
-
-    Checked at every call (one small copy to the host): lengths changed in place between
-    two calls give the new mask or an error, never the old mask.
-    """
-    batch, queries, keys = shape
-    if not isinstance(valid_lens, np.ndarray):
-        raise TypeError("valid_lens must be None or an mxnet.np.ndarray, got "
-                        f"{type(valid_lens).__name__}")
-    if valid_lens.shape not in ((batch,), (batch, queries)):
-        raise ValueError(f"valid_lens must have shape (batch,) = ({batch},) or (batch, queries) "
-                         f"= ({batch}, {queries}) for scores of shape {shape}, got shape "
-                         f"{valid_lens.shape}")
-    lens = check_integers("valid_lens", valid_lens, 0, keys, " (the number of keys)")
-    return "full" if (lens == keys).all() else "empty" if (lens == 0).any() else "some"
-
-
-class ScoredAttention(gluon.nn.HybridBlock):
-    """Attention pooling with a scoring function: the step all attention layers share.
-
-    Subclasses define ``score(queries, keys) -> (batch, queries, keys)``. The call
-    ``(queries (batch, queries, q), keys (batch, keys, k), values (batch, keys, v),
-    valid_lens=None)`` returns (batch, queries, v) and keeps the weights, before dropout, in
-    ``attention_weights`` (batch, queries, keys). Dropout on the weights acts in training
-    mode only (under ``autograd.record()``). Keys and values beyond every valid length of
-    their sequence are zeroed first: inf or NaN there reaches no output and no gradient.
-
-    A subclass with a ``graph_score(F, queries, keys, width)`` (:class:`DotProductAttention`)
-    is also a cached graph after ``hybridize()``: the same results (to float32 rounding)
-    from one masking that holds for any lengths, 0 included (:func:`_graph_attention`); the
-    inputs are checked as before, but ``attention_weights`` is then None (the graph does not
-    return them: call the block without ``hybridize()`` to see them). Other subclasses stay
-    imperative when hybridized and cannot be part of a hybridized parent.
-    """
-
-    graph_score = None
-
-    def __init__(self, dropout, **kwargs):
-        super().__init__(**kwargs)
-        self.dropout = Dropout(check_rate("dropout", dropout))
-        self.attention_weights = None
-
-    def score(self, queries, keys):
-        """Scores (batch, queries, keys) of every query against every key."""
-        raise NotImplementedError
-
-    def forward(self, queries, keys, values, valid_lens=None):
-        if is_symbol(queries):  # traced into a hybridized parent, which checked its inputs
-            if self.graph_score is None:
-                raise NotImplementedError(f"{type(self).__name__} has no cached-graph form: "
-                                          "call it from a block that is not hybridized")
-            self.attention_weights = None  # the graph does not return them
-            return super().forward(queries, keys, values, valid_lens)
-        _check_inputs(queries, keys, values)
-        _check_param_dtype(self, queries)
-        shape = (queries.shape[0], queries.shape[1], keys.shape[1])
-        kind = None if valid_lens is None else _check_valid_lens(valid_lens, shape)
-        if self._active and self.graph_score is not None:
-            self.attention_weights = None
-            return super().forward(queries, keys, values, full_lengths(valid_lens, keys))
-        keys, values = _without_padding(keys, values, valid_lens, kind)
-        return self._attend(queries, keys, values, valid_lens, kind)
-
-    def hybrid_forward(self, F, queries, keys, values, valid_lens=None):
-        """The call in a cached graph; ``valid_lens``: None (inside a parent's graph),
-        (batch,) or (batch, queries)."""
-        lens = None
-        if valid_lens is not None:
-            lens = F.npx.reshape(valid_lens, (-2, -1)).astype("float32")  # (batch, 1 or queries)
-            keys, values = _graph_without_padding(F, keys, values, lens)
-        return _graph_attention(F, self, queries, keys, values, lens)
-
-    def _attend(self, queries, keys, values, valid_lens, kind):
-        """The call without its checks; ``kind``: see :func:`_masked_softmax`."""
-        scores = self.score(queries, keys)
-        _check_3d("scores", scores)
-        self.attention_weights = _masked_softmax(scores, valid_lens, kind)
-        return npx.batch_dot(self.dropout(self.attention_weights), values)
-
-
-def _graph_attention(F, attention, queries, keys, values, lens, width=None):
-    """The pooling of ``attention`` (a :class:`ScoredAttention` with a ``graph_score``) in a
-    cached graph: lens None or (batch, 1 or queries) float32, keys and values already zeroed
-    beyond them (so the scores are finite: adding -inf masks them); ``width``: the queries'
-    width if known. A length 0 keeps key 0 for the softmax; its output row is zeroed after
-    the pooling (and so its gradient)."""
-    scores = attention.graph_score(F, queries, keys, width)
-    if lens is None:
-        return F.npx.batch_dot(attention.dropout(F.npx.softmax(scores, axis=-1)), values)
-    lens = F.np.expand_dims(lens, -1)  # (rows, 1 or queries, 1)
-    valid = F.npx.arange_like(scores, axis=-1) < F.np.maximum(lens, 1)
-    bias = F.np.log(valid.astype("float32"))  # 0, or -inf beyond the length
-    weights = F.npx.softmax(scores + _like(F, bias, scores), axis=-1)
-    out = F.npx.batch_dot(attention.dropout(weights), values)
-    return out * _like(F, F.np.minimum(lens, 1), out)  # lengths are integers: 0 or 1
-
-
-def _like(F, small, big):
-    """``small`` broadcast to ``big``'s shape, a new array: elementwise operators on equal
-    shapes are much faster in MXNet 1.9.1 than broadcasting ones, gradient included."""
-    return F.broadcast_like(small.as_nd_ndarray(), big.as_nd_ndarray()).as_np_ndarray()
-
-
-def _graph_without_padding(F, keys, values, lens):
-    """:func:`_without_padding` in a cached graph: lens (batch, 1 or queries) float32; the
-    same Symbol for keys and values (self-attention) is masked once."""
-    longest = F.np.max(lens, axis=1)
-    keys_out = sequence_mask(keys, longest, 0)
-    return keys_out, keys_out if values is keys else sequence_mask(values, longest, 0)
-
-
-def _without_padding(keys, values, valid_lens, kind):
-    """``keys`` and ``values`` (batch, positions, width) with each position beyond every
-    valid length of its sequence set to 0, so that whatever padding holds (inf, NaN) reaches
-    neither the outputs nor a gradient. valid_lens: checked, (batch,) or (batch, queries);
-    ``kind``: what the check returned (nothing to do unless "some" or "empty")."""
-    if kind not in ("some", "empty"):
-        return keys, values
-    longest = valid_lens.as_in_ctx(keys.ctx).reshape(keys.shape[0], -1).max(axis=1)
-    longest = longest.astype("int32")
-    return sequence_mask(keys, longest, 0), sequence_mask(values, longest, 0)
 
 
 def _check_inputs(queries, keys, values, no_keys=False):
@@ -219,7 +208,9 @@ def _check_inputs(queries, keys, values, no_keys=False):
 
 def _check_param_dtype(block, queries):
     """Raise if ``block`` or its direct sub-layers have parameters of another dtype than
-    ``queries`` (not ``collect_params()``, which costs ~100x more at every call)."""
+    ``queries``. Reads Gluon 1.x's private ``Block._children`` (its sub-layers): cheaper
+    than ``collect_params()``, ~100x at every call, and safe because MXNet 1.9.1, the last
+    release of Gluon 1.x, will not change."""
     for layer in (block, *block._children.values()):
         for param in layer.params.values():
             if onp.dtype(param.dtype) != queries.dtype:
@@ -239,59 +230,31 @@ class DotProductAttention(ScoredAttention):
     variance d), so the softmax does not saturate for wide vectors.
     """
 
-    def score(self, queries, keys):
-        d = check_same_width(queries, keys)
-        return npx.batch_dot(queries, keys, transpose_b=True) / math.sqrt(d)
+    def score(self, F, queries, keys):
+        return F.npx.batch_dot(queries, keys, transpose_b=True) / _sqrt_width(F, queries)
 
-    def graph_score(self, F, queries, keys, width=None):
-        """:meth:`score` in a cached graph; ``width`` None: read from the queries' shape (a
-        division by an array, slower)."""
-        if width is not None:  # the queries are scaled: fewer entries than the scores
-            return F.npx.batch_dot(queries / math.sqrt(width), keys, transpose_b=True)
-        d = F.npx.shape_array(queries)[-1:].astype("float32")  # (1,), without gradient
-        scores = F.npx.batch_dot(queries, keys, transpose_b=True)
-        return scores / F.BlockGrad(F.np.sqrt(d).as_nd_ndarray()).as_np_ndarray()
+    def check_widths(self, queries, keys):
+        check_same_width(queries, keys)
 
 
-class SlidingWindowAttention(DotProductAttention):
-    """Scaled dot-product attention in which each query sees at most ``window`` keys: the
-    last ``window`` of those its valid length allows, keys hi - window .. hi - 1 for a valid
-    length hi (every key without ``valid_lens``). With causal valid lengths (t + 1 at position
-    t) this is the sliding window of Longformer and Mistral: positions t - window + 1 .. t.
-    Call as :class:`ScoredAttention`; ``attention_weights`` are 0 outside the window.
-    """
-
-    graph_score = None
-
-    def __init__(self, window, dropout, **kwargs):
-        super().__init__(dropout, **kwargs)
-        self.window = check_int("window", window, minimum=1)
-
-    def _attend(self, queries, keys, values, valid_lens, kind):
-        scores = _outside_window(self.score(queries, keys), valid_lens, self.window)
-        self.attention_weights = _masked_softmax(scores, valid_lens, kind)
-        return npx.batch_dot(self.dropout(self.attention_weights), values)
-
-
-def _outside_window(scores, valid_lens, window):
-    """``scores`` (batch, queries, keys) with -inf before the last ``window`` keys that each
-    query's valid length (None, (batch,) or (batch, queries)) allows."""
-    batch, _, n_k = scores.shape
-    if valid_lens is None:
-        if n_k <= window:
-            return scores
-        hi = np.full((1, 1, 1), n_k, dtype="int32", ctx=scores.ctx)
-    else:
-        hi = valid_lens.as_in_ctx(scores.ctx).astype("int32").reshape(batch, -1, 1)
-    keys = np.arange(n_k, dtype="int32", ctx=scores.ctx)
-    return masked_fill(scores, keys < hi - window, -onp.inf)
+def _sqrt_width(F, X):
+    """sqrt(d) for X (..., d): a float for an array, a (1,) array without gradient in a
+    graph (where shapes are unknown until it runs)."""
+    if not is_symbol(X):
+        return math.sqrt(X.shape[-1])
+    d = F.npx.shape_array(X)[-1:].astype("float32")
+    return F.BlockGrad(F.np.sqrt(d).as_nd_ndarray()).as_np_ndarray()
 
 
 class AdditiveAttention(ScoredAttention):
     """Additive (Bahdanau) attention: a(q, k) = w_v^T tanh(W_q q + W_k k).
 
     W_q, W_k: (num_hiddens, q) and (num_hiddens, k), so queries and keys may differ in width.
+    Its score is written for arrays (:func:`_pairwise_sum`): the layer stays imperative when
+    hybridized.
     """
+
+    has_graph = False
 
     def __init__(self, num_hiddens, dropout, **kwargs):
         super().__init__(dropout, **kwargs)
@@ -300,7 +263,7 @@ class AdditiveAttention(ScoredAttention):
         self.W_q = gluon.nn.Dense(num_hiddens, use_bias=False, flatten=False)
         self.w_v = gluon.nn.Dense(1, use_bias=False, flatten=False)
 
-    def score(self, queries, keys):
+    def score(self, F, queries, keys):
         features = _pairwise_sum(self.W_q(queries), self.W_k(keys))
         return np.squeeze(self.w_v(_tanh(features)), axis=-1)
 
@@ -316,18 +279,23 @@ class GeneralAttention(ScoredAttention):
         self.query_size = check_int("query_size", query_size, minimum=1)
         self.W_a = gluon.nn.Dense(self.query_size, use_bias=False, flatten=False)
 
-    def score(self, queries, keys):
+    def check_widths(self, queries, keys):
         if queries.shape[-1] != self.query_size:
             raise ValueError(f"queries must have width query_size = {self.query_size}, got "
                              f"queries {queries.shape}")
-        return npx.batch_dot(queries, self.W_a(keys), transpose_b=True)
+
+    def score(self, F, queries, keys):
+        return F.npx.batch_dot(queries, self.W_a(keys), transpose_b=True)
 
 
 class ConcatAttention(ScoredAttention):
     """Luong's concat score: a(q, k) = v_a^T tanh(W_a [q; k]), W_a: (num_hiddens, q + k).
 
-    Splitting W_a = [W_q, W_k] gives W_a [q; k] = W_q q + W_k k: additive attention.
+    Splitting W_a = [W_q, W_k] gives W_a [q; k] = W_q q + W_k k: additive attention. Its
+    score is written for arrays: the layer stays imperative when hybridized.
     """
+
+    has_graph = False
 
     def __init__(self, num_hiddens, dropout, **kwargs):
         super().__init__(dropout, **kwargs)
@@ -335,7 +303,7 @@ class ConcatAttention(ScoredAttention):
         self.W_a = gluon.nn.Dense(num_hiddens, use_bias=False, flatten=False)
         self.v_a = gluon.nn.Dense(1, use_bias=False, flatten=False)
 
-    def score(self, queries, keys):
+    def score(self, F, queries, keys):
         pairs = (queries.shape[0], queries.shape[1], keys.shape[1])  # (batch, queries, keys)
         q = np.broadcast_to(np.expand_dims(queries, 2), pairs + queries.shape[-1:])
         k = np.broadcast_to(np.expand_dims(keys, 1), pairs + keys.shape[-1:])
@@ -367,25 +335,101 @@ def transpose_qkv(X, num_heads):
 
     X: (batch, n, num_hiddens) -> (batch * num_heads, n, num_hiddens / num_heads); row
     b * num_heads + i holds head i of sequence b, i.e. features i*p to (i+1)*p - 1 of X
-    with p = num_hiddens / num_heads.
+    with p = num_hiddens / num_heads. :func:`split_heads` is the computation.
     """
     _check_3d("X", X)
-    num_heads = check_heads(X, "last", num_heads)
-    batch, n, num_hiddens = X.shape
-    X = transpose(X.reshape(batch, n, num_heads, num_hiddens // num_heads), (0, 2, 1, 3))
-    return X.reshape(batch * num_heads, n, num_hiddens // num_heads)
+    return split_heads(nd, X, check_heads(X, "last", num_heads))
 
 
 def transpose_output(X, num_heads):
-    """Undo :func:`transpose_qkv`.
-
-    X: (batch * num_heads, n, p) -> (batch, n, num_heads * p).
-    """
+    """Undo :func:`transpose_qkv`: X (batch * num_heads, n, p) -> (batch, n, num_heads * p).
+    :func:`merge_heads` is the computation."""
     _check_3d("X", X)
-    num_heads = check_heads(X, "first", num_heads)
-    rows, n, p = X.shape
-    X = transpose(X.reshape(rows // num_heads, num_heads, n, p), (0, 2, 1, 3))
-    return X.reshape(rows // num_heads, n, num_heads * p)
+    return merge_heads(nd, X, check_heads(X, "first", num_heads))
+
+
+def split_heads(F, X, num_heads):
+    """:func:`transpose_qkv` without its checks, in either mode of F: (batch, n, h * p) ->
+    (batch * h, n, p). The first reshape only relabels feature i * p + j as feature j of
+    head i; the transpose moves the heads next to the batch; the last reshape merges them."""
+    X = transpose(F.npx.reshape(X, (-2, -2, num_heads, -1)), (0, 2, 1, 3))
+    return F.npx.reshape(X, (-5, -2, -2))
+
+
+def merge_heads(F, X, num_heads):
+    """:func:`transpose_output` without its checks: (batch * h, n, p) -> (batch, n, h * p)."""
+    X = transpose(F.npx.reshape(X, (-6, -1, num_heads, -2, -2)), (0, 2, 1, 3))
+    return F.npx.reshape(X, (-2, -2, -5))
+
+
+class KVCache:
+    """The projected keys and values an attention layer has seen, for decoding a sequence
+    piece by piece: each call projects its new tokens only and attends to every cached key.
+
+    ``keys``, ``values``: (batch * num_kv_heads, steps, p) arrays laid out as by
+    :func:`transpose_qkv` (``num_kv_heads``: the layer's key/value heads, p its head width),
+    or None before the first call. ``window``: keep only the last ``window`` keys (a sliding
+    window, whose queries never see older ones), None: all. ``offset``: the number of
+    positions seen, those a window dropped included: the position of the next token.
+    :meth:`append` extends it after a call.
+    """
+
+    def __init__(self, num_kv_heads, head_width, window=None, keys=None, values=None,
+                 offset=0):
+        self.num_kv_heads = check_int("num_kv_heads", num_kv_heads, minimum=1)
+        self.head_width = check_int("head_width", head_width, minimum=1)
+        self.window = None if window is None else check_int("window", window, minimum=1)
+        self.keys, self.values, self.offset = keys, values, offset
+
+    @property
+    def steps(self):
+        """The number of cached key positions."""
+        return 0 if self.keys is None else self.keys.shape[1]
+
+    def arrays(self, batch, like):
+        """(keys, values) for ``batch`` sequences, empty (batch * num_kv_heads, 0, p) arrays
+        of ``like``'s dtype and context before the first call."""
+        rows = batch * self.num_kv_heads
+        if self.keys is None:
+            empty = np.zeros((rows, 0, self.head_width), dtype=like.dtype, ctx=like.ctx)
+            return empty, empty
+        if self.keys.shape[0] != rows:
+            raise ValueError(f"cache holds keys for {self.keys.shape[0] // self.num_kv_heads} "
+                             f"sequences (cache keys {self.keys.shape}), got a batch of {batch}")
+        return self.keys, self.values
+
+    def append(self, keys, values, new_steps):
+        """Hold ``keys`` and ``values`` (the cached ones and ``new_steps`` new ones), the last
+        ``window`` of them with a window; in place (``copy.copy`` keeps the old cache)."""
+        drop = 0 if self.window is None else max(keys.shape[1] - self.window, 0)
+        self.keys, self.values = (keys[:, drop:], values[:, drop:]) if drop else (keys, values)
+        self.offset += new_steps
+
+    def reordered(self, indices):
+        """The cache of the sequences ``indices`` (an int array into the batch), each
+        sequence's heads kept together (beam search)."""
+        if self.keys is None:
+            return self
+        rows, steps, p = self.keys.shape
+        pick = lambda x: x.reshape(rows // self.num_kv_heads, self.num_kv_heads, steps, p)[
+            indices].reshape(-1, steps, p)
+        return KVCache(self.num_kv_heads, self.head_width, self.window, pick(self.keys),
+                       pick(self.values), self.offset)
+
+
+def check_cache(cache, attention):
+    """Raise unless ``cache`` is a :class:`KVCache` made for ``attention`` (its key/value
+    heads, head width and window)."""
+    if not isinstance(cache, KVCache):
+        raise TypeError(f"cache must be None or a KVCache (from init_cache()), got "
+                        f"{type(cache).__name__}")
+    made = (cache.num_kv_heads, cache.head_width, cache.window)
+    wanted = (attention.num_kv_heads, attention.num_hiddens // attention.num_heads,
+              getattr(attention, "window", None))
+    if made != wanted:
+        raise ValueError(f"cache was made for (num_kv_heads, head width, window) = {made}, "
+                         f"this layer has {wanted}: use its init_cache()")
+    return cache
 
 
 class MultiHeadAttention(gluon.nn.HybridBlock):
@@ -400,184 +444,97 @@ class MultiHeadAttention(gluon.nn.HybridBlock):
     Call ``(queries (batch, queries, q), keys (batch, keys, k), values (batch, keys, v),
     valid_lens=None, cache=None)`` -> (batch, queries, num_hiddens); like every Gluon block
     it takes positional arguments only. ``valid_lens``: None, (batch,) or (batch, queries),
-    as in :func:`masked_softmax`, shared by all heads; without a cache, keys and values
-    beyond every valid length of their sequence are zeroed before their projections.
+    as in :func:`masked_softmax`, shared by all heads; keys and values beyond every valid
+    length of their sequence are zeroed before their projections.
 
-    ``cache``: for decoding one step at a time. When it is a dict, the projected keys and
-    values of this call, (batch * num_kv_heads, keys, p) each, are appended along the key axis
-    to ``cache["k"]`` and ``cache["v"]`` (created on the first call; rows laid out as by
-    :func:`transpose_qkv`) and the queries attend to every cached key, so ``valid_lens``
-    counts cached keys. A step then projects only its new tokens: O(steps so far) work
-    instead of re-projecting the whole prefix. Keys and values with 0 positions attend to
-    the cache as it is, without projecting anything (e.g. encoder outputs projected once,
-    for cross-attention).
+    ``cache``: a :class:`KVCache` from :meth:`init_cache`, to decode one step at a time
+    (:meth:`cached`): the call projects its keys and values, appends them to the cache and
+    attends to every cached key (``valid_lens`` counts them); keys with 0 positions attend to the cache as it is (encoder outputs projected
+    once). ``attention_weights``: the last call's weights per head, (batch, num_heads,
+    queries, keys), before dropout.
 
-    ``num_kv_heads``: grouped-query attention (Ainslie et al., 2023): ``W_k`` and ``W_v``
-    project to ``num_kv_heads`` heads of width p (None: ``num_heads``, multi-head attention;
-    1: multi-query attention, Shazeer 2019), each shared by a group of num_heads /
-    num_kv_heads query heads (head i uses key/value head i // group); the cache holds
-    (batch * num_kv_heads, keys, p) arrays. ``window``: each query sees at most the last
-    ``window`` keys its valid length allows (:class:`SlidingWindowAttention`); a cache then
-    keeps the last ``window`` keys only (later calls must see every cached key, as causal
-    decoding does) and counts the dropped ones in ``cache["start"]``.
-
-    ``attention_weights``: the last call's weights per head, (batch, num_heads, queries,
-    keys), before dropout.
-
-    ``hybridize()``: calls without a cache become one cached graph (or part of a hybridized
-    parent's), with the same results to float32 rounding, after the same checks of the
-    inputs; ``attention_weights`` is then None. Calls with a cache stay imperative (a
-    hybridized parent may run cached steps in its graph with :meth:`graph_step`), and so do
-    layers with a ``window``, ``num_kv_heads < num_heads`` or rotary positions, which cannot
-    be part of a hybridized parent.
+    ``hybridize()``: calls without a cache become one cached graph (or part of a
+    hybridized parent's), the same computation after the same checks;
+    ``attention_weights`` is then None. A hybridized parent runs :meth:`cached` in its
+    graph (:class:`~d2lattn.transformer.TransformerDecoderBlock`).
     """
 
-    def __init__(self, num_hiddens, num_heads, dropout, use_bias=False, num_kv_heads=None,
-                 window=None, **kwargs):
+    def __init__(self, num_hiddens, num_heads, dropout, use_bias=False, **kwargs):
         super().__init__(**kwargs)
         self.num_hiddens = check_int("num_hiddens", num_hiddens, minimum=1)
-        self.num_heads = check_int("num_heads", num_heads, minimum=1)
+        self.num_heads = self.num_kv_heads = check_int("num_heads", num_heads, minimum=1)
         check_divisible("num_hiddens", num_hiddens, "num_heads", num_heads)
-        self.num_kv_heads = num_heads if num_kv_heads is None else \
-            check_int("num_kv_heads", num_kv_heads, minimum=1)
-        check_divisible("num_heads", num_heads, "num_kv_heads", self.num_kv_heads)
-        self.window = None if window is None else check_int("window", window, minimum=1)
-        self.attention = DotProductAttention(dropout) if window is None else \
-            SlidingWindowAttention(window, dropout)
-        kv_width = self.num_kv_heads * (num_hiddens // num_heads)
-        self.W_q = gluon.nn.Dense(num_hiddens, use_bias=use_bias, flatten=False)
-        self.W_k = gluon.nn.Dense(kv_width, use_bias=use_bias, flatten=False)
-        self.W_v = gluon.nn.Dense(kv_width, use_bias=use_bias, flatten=False)
-        self.W_o = gluon.nn.Dense(num_hiddens, use_bias=use_bias, flatten=False)
+        self.attention = DotProductAttention(dropout)
+        self.W_q = Dense(num_hiddens, use_bias=use_bias)
+        self.W_k = Dense(num_hiddens, use_bias=use_bias)
+        self.W_v = Dense(num_hiddens, use_bias=use_bias)
+        self.W_o = Dense(num_hiddens, use_bias=use_bias)
+
+    def hybrid_forward(self, F, queries, keys, values, valid_lens):
+        keys, values = without_padding(F, keys, values, valid_lens)
+        k = split_heads(F, self.W_k(keys), self.num_heads)
+        v = split_heads(F, self.W_v(values), self.num_heads)
+        return self.attend(F, queries, k, v, valid_lens)
+
+    def attend(self, F, queries, k, v, valid_lens):
+        """``queries`` (batch, queries, q) attend in every head to per-head keys and values
+        ``k``, ``v`` (batch * num_heads, keys, p), already projected and split."""
+        q = split_heads(F, self.W_q(queries), self.num_heads)
+        out = self.attention(q, k, v, F.np.repeat(valid_lens, self.num_heads, axis=0))
+        return self.W_o(merge_heads(F, out, self.num_heads))
+
+    def cached(self, F, queries, keys, values, valid_lens, cache_k, cache_v):
+        """The call with a key/value cache: this call's keys and values are projected and
+        appended to the cached ``cache_k``, ``cache_v`` (batch * num_heads, steps, p), and
+        the queries attend to them all. Returns (output, keys, values), the keys and values
+        to cache."""
+        k = F.np.concatenate([cache_k, split_heads(F, self.W_k(keys), self.num_heads)], axis=1)
+        v = F.np.concatenate([cache_v, split_heads(F, self.W_v(values), self.num_heads)],
+                             axis=1)
+        return self.attend(F, queries, k, v, valid_lens), k, v
+
+    def init_cache(self):
+        """An empty :class:`KVCache` for this layer."""
+        return KVCache(self.num_heads, self.num_hiddens // self.num_heads)
+
+    def forward(self, queries, keys, values, valid_lens=None, cache=None):
+        if checked(queries) and cache is None:  # called by a block that checked its inputs
+            return super().forward(queries, keys, values, valid_lens)
+        if cache is None:
+            valid_lens = self.check_call(queries, keys, values, valid_lens)
+            with checked_call():
+                return super().forward(queries, keys, values, valid_lens)
+        cache_k, cache_v = check_cache(cache, self).arrays(queries.shape[0], queries)
+        lens = self.check_call(queries, keys, values, valid_lens, cache.steps)
+        with checked_call():
+            if keys.shape[1] == 0:  # nothing to project: attend to the cache as it is
+                return self.attend(nd, queries, cache_k, cache_v, lens)
+            out, k, v = self.cached(nd, queries, keys, values, lens, cache_k, cache_v)
+        cache.append(k, v, keys.shape[1])
+        return out
+
+    def check_call(self, queries, keys, values, valid_lens=None, cached=None):
+        """Raise unless the call's arrays fit each other and the layer, ``cached`` the
+        number of cached keys (None: no cache); return the float32 lengths (:func:`lengths`)."""
+        _check_inputs(queries, keys, values, no_keys=cached is not None)
+        _check_param_dtype(self, queries)
+        for name, x, layer in (("queries", queries, "W_q"), ("keys", keys, "W_k"),
+                               ("values", values, "W_v")):
+            _check_width(name, x, layer, getattr(self, layer))
+        if cached == 0 and keys.shape[1] == 0:
+            raise ValueError("keys must have at least one position, or the cache some keys, "
+                             f"got keys {keys.shape} and an empty cache")
+        shape = (queries.shape[0], queries.shape[1], (cached or 0) + keys.shape[1])
+        self.attention.attention_weights = None  # a cached graph does not set them
+        return lengths(valid_lens, shape).as_in_ctx(queries.ctx)
 
     @property
     def attention_weights(self):
         weights = self.attention.attention_weights
         if weights is None:
             return None
-        rows, n_q, n_k = weights.shape  # (batch * num_kv_heads, group * queries, keys)
-        group = self.num_heads // self.num_kv_heads
-        return weights.reshape(rows // self.num_kv_heads, self.num_heads, n_q // group, n_k)
-
-    def forward(self, queries, keys, values, valid_lens=None, cache=None):
-        if is_symbol(queries):  # traced into a hybridized parent, which checked its inputs
-            if not self._graph_supported(cache):
-                raise NotImplementedError(
-                    f"{type(self).__name__} with a cache, a window, num_kv_heads < num_heads "
-                    "or rotary positions has no cached-graph form: call it from a block that "
-                    "is not hybridized")
-            self.attention.attention_weights = None  # the graph does not return them
-            return super().forward(queries, keys, values, valid_lens)
-        kind = self.check_call(queries, keys, values, valid_lens, cache)
-        if self._active and self._graph_supported(cache):
-            self.attention.attention_weights = None
-            return super().forward(queries, keys, values, full_lengths(valid_lens, keys))
-        q = self._rotate(transpose_qkv(self.W_q(queries), self.num_heads), cache)
-        k, v = self._keys_and_values(keys, values, valid_lens, kind, cache, q.shape)
-        out = self._grouped_attention(q, k, v, valid_lens, kind)
-        return self.W_o(transpose_output(out, self.num_heads))
-
-    def check_call(self, queries, keys, values, valid_lens=None, cache=None):
-        """Raise unless the call's arguments are valid (mxnet.np arrays); return what the
-        check of ``valid_lens`` returned (see :func:`_masked_softmax`), None without."""
-        _check_inputs(queries, keys, values, no_keys=cache is not None)
-        _check_param_dtype(self, queries)
-        for name, x, layer in (("queries", queries, "W_q"), ("keys", keys, "W_k"),
-                               ("values", values, "W_v")):
-            _check_width(name, x, layer, getattr(self, layer))
-        cached = _cached_steps(cache)
-        if cache is not None and keys.shape[1] == 0 and not cached:
-            raise ValueError("keys must have at least one position, or the cache some keys, "
-                             f"got keys {keys.shape} and an empty cache")
-        return None if valid_lens is None else _check_valid_lens(
-            valid_lens, (queries.shape[0], queries.shape[1], cached + keys.shape[1]))
-
-    def _graph_supported(self, cache):
-        """Whether a call with ``cache`` has a cached-graph form (:meth:`hybrid_forward`)."""
-        return cache is None and self.window is None and self.num_kv_heads == self.num_heads \
-            and type(self)._rotate is MultiHeadAttention._rotate
-
-    def hybrid_forward(self, F, queries, keys, values, valid_lens=None):
-        """The call without a cache in a cached graph; ``valid_lens``: None (inside a
-        parent's graph), (batch,) or (batch, queries)."""
-        lens = None
-        if valid_lens is not None:
-            lens = F.npx.reshape(valid_lens, (-2, -1)).astype("float32")  # (batch, 1 or queries)
-            keys, values = _graph_without_padding(F, keys, values, lens)
-            lens = F.np.repeat(lens, self.num_heads, axis=0)  # (batch * heads, 1 or queries)
-        q, k, v = (_split_heads(F, graph_rows(layer, x), self.num_heads) for layer, x in
-                   ((self.W_q, queries), (self.W_k, keys), (self.W_v, values)))
-        out = _graph_attention(F, self.attention, q, k, v, lens,
-                               self.num_hiddens // self.num_heads)
-        return graph_rows(self.W_o, _merge_heads(F, out, self.num_heads))
-
-    def graph_step(self, F, queries, cache_k, cache_v, lens=None, self_attention=True):
-        """A call with a cache, in a parent's cached graph: ``queries`` (batch, steps, q);
-        ``cache_k``, ``cache_v`` (batch * num_heads, keys, p) the cached projected keys and
-        values; ``self_attention``: the queries' own keys and values are projected and
-        appended first (else the queries attend to the cache as it is, e.g. encoder
-        outputs); ``lens`` None (every key) or (batch,) valid lengths of the keys.
-        Returns (output (batch, steps, num_hiddens), keys, values), the cache to keep."""
-        split = lambda layer: _split_heads(F, graph_rows(layer, queries), self.num_heads)
-        if self_attention:
-            cache_k = F.np.concatenate([cache_k, split(self.W_k)], axis=1)
-            cache_v = F.np.concatenate([cache_v, split(self.W_v)], axis=1)
-        if lens is not None:  # (batch,) -> (batch * heads, 1)
-            lens = F.np.repeat(F.npx.reshape(lens, (-2, -1)).astype("float32"), self.num_heads,
-                               axis=0)
-        out = _graph_attention(F, self.attention, split(self.W_q), cache_k, cache_v, lens,
-                               self.num_hiddens // self.num_heads)
-        return graph_rows(self.W_o, _merge_heads(F, out, self.num_heads)), cache_k, cache_v
-
-    def _rotate(self, X, cache):
-        """Per-head queries or keys (rows, steps, p) at their positions: unchanged here, where
-        positions are added to the inputs (see RotaryMultiHeadAttention)."""
-        return X
-
-    def _keys_and_values(self, keys, values, valid_lens, kind, cache, q_shape):
-        """The per-head keys and values the queries attend to, (batch * num_kv_heads, keys,
-        p): this call's projected, after the cached ones if ``cache`` is a dict (of which a
-        window keeps the last ``window``)."""
-        kv_rows = q_shape[0] // self.num_heads * self.num_kv_heads
-        if cache is not None and keys.shape[1] == 0:  # e.g. encoder outputs projected once
-            return _cached(cache, q_shape, kv_rows)
-        if cache is None:  # what padding holds stays out
-            keys, values = _without_padding(keys, values, valid_lens, kind)
-        k = self._rotate(transpose_qkv(self.W_k(keys), self.num_kv_heads), cache)
-        v = transpose_qkv(self.W_v(values), self.num_kv_heads)
-        if cache is None:
-            return k, v
-        k, v = _extend_cache(cache, k, v)
-        if self.window is not None:
-            _keep_last(cache, self.window)
-        return k, v
-
-    def _grouped_attention(self, q, k, v, valid_lens, kind):
-        """Per-head outputs (batch * num_heads, queries, p) of q (batch * num_heads, queries,
-        p) against k, v (batch * num_kv_heads, keys, p): the group of query heads sharing a
-        key/value head is stacked along the queries, (batch * num_kv_heads, group * queries,
-        p), a reshape that copies nothing, and attends to that head's keys."""
-        group = self.num_heads // self.num_kv_heads
-        rows, n, p = q.shape
-        lens = None if kind in (None, "full") else valid_lens.repeat(self.num_kv_heads, axis=0)
-        if group == 1:  # multi-head attention: no reshape, an operator each (bench/decoding.py)
-            return self.attention._attend(q, k, v, lens, kind)
-        if lens is not None and lens.ndim == 2:  # (rows, n) -> (rows, group * n)
-            lens = np.tile(lens, (1, group))
-        out = self.attention._attend(q.reshape(rows // group, group * n, p), k, v, lens, kind)
-        return out.reshape(rows, n, p)
-
-
-def _split_heads(F, X, num_heads):
-    """:func:`transpose_qkv` in a cached graph: (batch, n, h * p) -> (batch * h, n, p)."""
-    X = transpose(F.npx.reshape(X, (-2, -2, num_heads, -1)), (0, 2, 1, 3))
-    return F.npx.reshape(X, (-5, -2, -2))
-
-
-def _merge_heads(F, X, num_heads):
-    """:func:`transpose_output` in a cached graph: (batch * h, n, p) -> (batch, n, h * p)."""
-    X = transpose(F.npx.reshape(X, (-6, -1, num_heads, -2, -2)), (0, 2, 1, 3))
-    return F.npx.reshape(X, (-2, -2, -5))
+        rows, n_q, n_k = weights.shape  # (batch * num_heads, queries, keys)
+        return weights.reshape(rows // self.num_heads, self.num_heads, n_q, n_k)
 
 
 def _check_width(name, x, layer, dense):
@@ -586,57 +543,6 @@ def _check_width(name, x, layer, dense):
     if width > 0 and x.shape[-1] != width:
         raise ValueError(f"{name} must have width {width}, the input width of {layer}, got "
                          f"{name} of shape {x.shape}")
-
-
-def _checked_cache(cache):
-    if not isinstance(cache, dict):
-        raise TypeError(f"cache must be None or a dict, got {type(cache).__name__}")
-    return cache
-
-
-def _cached_steps(cache):
-    """The number of key positions in ``cache`` (None or a dict)."""
-    if cache is None or "k" not in _checked_cache(cache):
-        return 0
-    return cache["k"].shape[1]
-
-
-def _next_position(cache):
-    """The position of the next key of ``cache`` (None or a dict): the number of keys it
-    has seen, those a window dropped included."""
-    return 0 if cache is None else cache.get("start", 0) + _cached_steps(cache)
-
-
-def _cached(cache, q_shape, kv_rows):
-    """The cached keys and values, checked against the per-head queries' shape and the
-    number of key/value rows (batch * num_kv_heads)."""
-    k, v = cache["k"], cache["v"]
-    if (k.shape[0], k.shape[2], v.shape[0]) != (kv_rows, q_shape[2], kv_rows):
-        raise ValueError(f"the cache must hold keys and values for the queries {q_shape} "
-                         f"(per head), got cache k {k.shape}, v {v.shape}")
-    return k, v
-
-
-def _keep_last(cache, window):
-    """Keep the last ``window`` keys and values of ``cache``, counting those dropped in
-    ``cache["start"]``."""
-    drop = cache["k"].shape[1] - window
-    if drop > 0:
-        cache["k"], cache["v"] = cache["k"][:, drop:], cache["v"][:, drop:]
-        cache["start"] = cache.get("start", 0) + drop
-
-
-def _extend_cache(cache, k, v):
-    """Append projected keys and values to ``cache`` (a dict) and return the whole cache."""
-    if "k" in _checked_cache(cache):
-        if cache["k"].shape[::2] != k.shape[::2] or cache["v"].shape[::2] != v.shape[::2]:
-            raise ValueError("the cache must hold (batch * num_kv_heads, steps, num_hiddens / "
-                             f"num_heads) arrays matching the new keys {k.shape}, got "
-                             f"cache k {cache['k'].shape}, v {cache['v'].shape}")
-        k = np.concatenate([cache["k"], k], axis=1)
-        v = np.concatenate([cache["v"], v], axis=1)
-    cache["k"], cache["v"] = k, v
-    return k, v
 
 
 def tiled_attention(queries, keys, values, valid_lens=None, causal=False, block_size=64):
@@ -659,21 +565,20 @@ def tiled_attention(queries, keys, values, valid_lens=None, causal=False, block_
     causal = check_bool("causal", causal)
     block_size = check_int("block_size", block_size, minimum=1)
     shape = (queries.shape[0], queries.shape[1], keys.shape[1])
-    kind = None if valid_lens is None else _check_valid_lens(valid_lens, shape)
+    lens = lengths(valid_lens, shape).as_in_ctx(queries.ctx)
     if queries.dtype == onp.float16:  # running sums in float32
         return tiled_attention(*(x.astype("float32") for x in (queries, keys, values)),
                                valid_lens, causal, block_size).astype("float16")
-    keys, values = _without_padding(keys, values, valid_lens, kind)
-    hi = _key_bounds(valid_lens if kind != "full" else None, causal, shape, queries.ctx)
+    keys, values = without_padding(nd, keys, values, lens)
+    hi = _key_bounds(lens, causal, shape)
     m = np.full(shape[:2] + (1,), -onp.inf, dtype=queries.dtype, ctx=queries.ctx)
     l = np.zeros_like(m)
     o = np.zeros(shape[:2] + values.shape[2:], dtype=queries.dtype, ctx=queries.ctx)
     for start in range(0, shape[2], block_size):
         k, v = keys[:, start:start + block_size], values[:, start:start + block_size]
         s = npx.batch_dot(queries, k, transpose_b=True) / math.sqrt(d)
-        if hi is not None:
-            cols = np.arange(start, start + k.shape[1], dtype="int32", ctx=queries.ctx)
-            s = masked_fill(s, cols >= hi, -onp.inf)
+        cols = np.arange(start, start + k.shape[1], dtype="float32", ctx=queries.ctx)
+        s = masked_fill(s, cols >= hi, -onp.inf)
         m_new = np.maximum(m, s.max(axis=-1, keepdims=True)).detach()
         shift = np.where(np.isinf(m_new), np.zeros_like(m_new), m_new)  # no key seen yet
         p, decay = np.exp(s - shift), np.exp(m - shift)
@@ -683,12 +588,11 @@ def tiled_attention(queries, keys, values, valid_lens=None, causal=False, block_
     return o / np.where(l > 0, l, np.ones_like(l))
 
 
-def _key_bounds(valid_lens, causal, shape, ctx):
-    """(batch or 1, n_q, 1) int32: each query sees the keys below its bound; None: all."""
+def _key_bounds(lens, causal, shape):
+    """(batch, n_q, 1) float32: each query sees the keys below its bound."""
     batch, n_q, n_k = shape
-    hi = None if valid_lens is None else \
-        valid_lens.as_in_ctx(ctx).astype("int32").reshape(batch, -1, 1)
+    hi = lens.reshape(batch, -1, 1)
     if causal:
-        last = np.arange(n_k - n_q + 1, n_k + 1, dtype="int32", ctx=ctx).reshape(1, n_q, 1)
-        hi = last if hi is None else np.minimum(hi, last)
+        last = np.arange(n_k - n_q + 1, n_k + 1, dtype="float32", ctx=lens.ctx)
+        hi = np.minimum(hi, last.reshape(1, n_q, 1))
     return hi

@@ -20,7 +20,8 @@ from ._checks import (check_array, check_bert_inputs, check_context, check_given
                       check_hidden_states, check_int, check_lengths, check_positive,
                       check_pred_positions, check_rate, check_segment_pairs,
                       read_json_object)
-from ._ops import Dropout, full_lengths, is_symbol
+from ._ops import Dropout, checked, checked_call
+from .attention import lengths
 from .checkpoint import load_parameters
 from .device import cpu
 from .text import WordPieceTokenizer
@@ -59,13 +60,14 @@ class BERTEncoder(nn.HybridBlock):
                                                   norm_eps=norm_eps))
 
     def forward(self, tokens, segments, valid_lens=None):
-        if not is_symbol(tokens):
-            check_bert_inputs(self, tokens, segments, valid_lens)
-            if self._active:  # the graph's arguments: no None
-                valid_lens = full_lengths(valid_lens, tokens)
-        return super().forward(tokens, segments, valid_lens)
+        if checked(tokens):  # called by a block that checked its inputs
+            return super().forward(tokens, segments, valid_lens)
+        check_bert_inputs(self, tokens, segments, valid_lens)
+        valid_lens = lengths(valid_lens, tokens.shape + tokens.shape[1:])  # as the graph takes
+        with checked_call():
+            return super().forward(tokens, segments, valid_lens.as_in_ctx(tokens.ctx))
 
-    def hybrid_forward(self, F, tokens, segments, valid_lens=None):
+    def hybrid_forward(self, F, tokens, segments, valid_lens):
         positions = F.npx.arange_like(tokens, axis=1)
         X = self.token_embedding(tokens) + self.segment_embedding(segments) \
             + F.np.expand_dims(self.pos_embedding(positions), 0)

@@ -16,43 +16,155 @@ import numpy as onp
 from mxnet import autograd, gluon, np
 from mxnet.gluon import nn
 
-from ._checks import (check_array, check_bool, check_context, check_int, check_ndarray,
-                      check_positive, check_prompt, check_rate, check_sampling,
-                      check_token_ids, check_tokens)
-from .attention import MultiHeadAttention, _cached_steps, _next_position
+from ._checks import (check_array, check_bool, check_context, check_divisible,
+                      check_hidden_states, check_int, check_ndarray, check_positive,
+                      check_prompt, check_rate, check_sampling, check_token_ids, check_tokens)
+from ._ops import (Dense, Dropout, checked_call, is_symbol, legacy,
+                   unused_parameters_allowed)
+from .attention import (KVCache, attention_pooling, check_cache, merge_heads, split_heads)
 from .positional import (LearnedPositionalEmbedding, NoPositionalEncoding, PositionalEncoding,
-                         RotaryMultiHeadAttention)
+                         rotate)
 from .train import MaskedSoftmaxCELoss, grad_clipping
-from .transformer import AddNorm, PositionWiseFFN, _causal_lens, _embed
+from .transformer import AddNorm, PositionWiseFFN, embed
 
 
-class GPTBlock(nn.Block):
-    """Causal multi-head self-attention then a GELU FFN, each inside an :class:`AddNorm`.
+class CausalSelfAttention(nn.HybridBlock):
+    """Causal multi-head self-attention with a key/value cache: GPT's attention, and the
+    variants of Chapter 10 as options.
 
-    forward(X (batch, steps, num_hiddens), cache=None) -> same shape. ``X[:, j]`` is the
-    token at position offset + j, offset the number of positions in ``cache`` (a dict of
-    :class:`MultiHeadAttention`, extended in place; None: no cache, offset 0); it attends
-    to positions 0..offset + j (the last ``window`` of them with a window).
-    ``ffn_num_hiddens=0`` leaves the FFN out: an attention-only block. ``rope``: rotary
-    positions in the attention (:class:`~d2lattn.positional.RotaryMultiHeadAttention`).
-    ``num_kv_heads``, ``window``: see :class:`MultiHeadAttention`.
+    The token at position t attends to positions 0..t. ``num_kv_heads``: grouped-query
+    attention (Ainslie et al., 2023): ``W_k`` and ``W_v`` project to ``num_kv_heads`` heads
+    of width p = num_hiddens / num_heads (None: ``num_heads``, multi-head attention; 1:
+    multi-query attention, Shazeer 2019), query head i using key/value head i // (num_heads /
+    num_kv_heads). ``window``: each token sees only the last ``window`` positions up to
+    itself (Longformer's and Mistral's sliding window), and the cache keeps that many.
+    ``rope_base``: rotary positions (:func:`~d2lattn.positional.apply_rope`, the head width
+    even) with this base, None: none (positions are added to the inputs instead).
+
+    Call ``(X (batch, steps, num_hiddens), cache=None)`` -> (batch, steps, num_hiddens):
+    with a :class:`~d2lattn.attention.KVCache` from :meth:`init_cache`, X continues the
+    cached positions and the cache is extended in place. ``attention_weights``: the last
+    call's, (batch, num_heads, steps, keys), before dropout. ``hybridize()`` makes every
+    call one cached graph (:meth:`cached`, which takes and returns the cached keys and
+    values); ``attention_weights`` is then None.
+    """
+
+    def __init__(self, num_hiddens, num_heads, dropout, use_bias=False, num_kv_heads=None,
+                 window=None, rope_base=None, **kwargs):
+        super().__init__(**kwargs)
+        self.num_hiddens = check_int("num_hiddens", num_hiddens, minimum=1)
+        self.num_heads = check_int("num_heads", num_heads, minimum=1)
+        check_divisible("num_hiddens", num_hiddens, "num_heads", num_heads)
+        self.num_kv_heads = num_heads if num_kv_heads is None else \
+            check_int("num_kv_heads", num_kv_heads, minimum=1)
+        check_divisible("num_heads", num_heads, "num_kv_heads", self.num_kv_heads)
+        self.window = None if window is None else check_int("window", window, minimum=1)
+        self.rope_base = None if rope_base is None else check_positive("rope_base", rope_base)
+        self.head_width = num_hiddens // num_heads
+        if self.rope_base is not None and self.head_width % 2:
+            raise ValueError(f"num_hiddens / num_heads (the head width) must be even for "
+                             f"rotary positions, got {num_hiddens} / {num_heads}")
+        self.dropout = Dropout(check_rate("dropout", dropout))
+        self.W_q = Dense(num_hiddens, use_bias=use_bias)
+        self.W_k = Dense(self.num_kv_heads * self.head_width, use_bias=use_bias)
+        self.W_v = Dense(self.num_kv_heads * self.head_width, use_bias=use_bias)
+        self.W_o = Dense(num_hiddens, use_bias=use_bias)
+        self.attention_weights = None
+
+    def cached(self, F, X, cache_k, cache_v, offset):
+        """The computation: X (batch, steps, num_hiddens) at positions offset .. offset +
+        steps - 1 (offset (1,) float32) after the cached keys and values ``cache_k``,
+        ``cache_v`` (batch * num_kv_heads, cached, p). Returns (output, keys, values), the
+        keys and values to cache."""
+        positions = offset + F.npx.arange_like(X, axis=1)  # (steps,)
+        q = self.rotate(F, split_heads(F, self.W_q(X), self.num_heads), positions)
+        k = self.rotate(F, split_heads(F, self.W_k(X), self.num_kv_heads), positions)
+        k = F.np.concatenate([cache_k, k], axis=1)
+        v = F.np.concatenate([cache_v, split_heads(F, self.W_v(X), self.num_kv_heads)], axis=1)
+        # Causal: step j sees the cached keys and its own up to itself, the last `window`.
+        lens = F.npx.shape_array(cache_k)[1:2].astype("float32") + positions - offset + 1
+        # The `group` query heads of a key/value head attend to it as one stack of queries.
+        group = self.num_heads // self.num_kv_heads
+        stacked = F.npx.reshape(F.npx.reshape(q, (-6, -1, group, -2, -2)), (-2, -5, -2))
+        scores = F.npx.batch_dot(stacked, k, transpose_b=True) / math.sqrt(self.head_width)
+        out, weights = attention_pooling(F, scores, v, F.np.tile(lens, (1, group)),
+                                         self.dropout, self.window)
+        self.attention_weights = None if is_symbol(weights) else weights
+        out = legacy(F).reshape_like(out.as_nd_ndarray(), q.as_nd_ndarray()).as_np_ndarray()
+        return self.W_o(merge_heads(F, out, self.num_heads)), k, v
+
+    def rotate(self, F, X, positions):
+        """Per-head queries or keys X (rows, steps, p) rotated at their positions (rotary
+        positions), or X itself."""
+        if self.rope_base is None:
+            return X
+        return rotate(F, X, positions, self.rope_base, onp.dtype(self.W_q.weight.dtype).name)
+
+    def hybrid_forward(self, F, X, cache_k, cache_v, offset):
+        return self.cached(F, X, cache_k, cache_v, offset)
+
+    def init_cache(self):
+        """An empty :class:`~d2lattn.attention.KVCache` for this layer."""
+        return KVCache(self.num_kv_heads, self.head_width, self.window)
+
+    def forward(self, X, cache=None):
+        if is_symbol(X):
+            raise NotImplementedError("a parent's graph runs CausalSelfAttention.cached")
+        with unused_parameters_allowed(), checked_call():
+            out, k, v = super().forward(*self.graph_inputs(X, cache))
+        if cache is not None:
+            cache.append(k, v, X.shape[1])
+        return out
+
+    def graph_inputs(self, X, cache):
+        """Check a call's X (batch, steps, num_hiddens) and cache; return the arrays
+        :meth:`cached` takes: X, the cached keys and values, the offset."""
+        check_hidden_states("X", X)
+        if X.shape[-1] != self.num_hiddens:
+            raise ValueError(f"X must have num_hiddens = {self.num_hiddens} features, got "
+                             f"shape {X.shape}")
+        cache = self.init_cache() if cache is None else check_cache(cache, self)
+        offset = np.array([cache.offset], dtype="float32", ctx=X.ctx)
+        self.attention_weights = None  # a cached graph does not set them
+        return (X, *cache.arrays(X.shape[0], X), offset)
+
+
+class GPTBlock(nn.HybridBlock):
+    """Causal self-attention then a GELU FFN, each inside an :class:`AddNorm` (pre-norm:
+    X + attention(LN(X)), then Y + FFN(LN(Y)), as nanoGPT's block).
+
+    forward(X (batch, steps, num_hiddens), cache=None) -> same shape: see
+    :class:`CausalSelfAttention`, whose options ``num_kv_heads``, ``window`` and
+    ``rope_base`` it passes on. ``ffn_num_hiddens=0`` leaves the FFN out: an
+    attention-only block. ``hybridize()``: one cached graph per block, cache included.
     """
 
     def __init__(self, num_hiddens, ffn_num_hiddens, num_heads, dropout, pre_norm=True,
-                 rope=False, num_kv_heads=None, window=None, **kwargs):
-        super().__init__(**kwargs)
-        attention = RotaryMultiHeadAttention if check_bool("rope", rope) else MultiHeadAttention
-        self.attention = attention(num_hiddens, num_heads, dropout, True, num_kv_heads, window)
+                 **attention_options):
+        super().__init__()
+        self.attention = CausalSelfAttention(num_hiddens, num_heads, dropout, True,
+                                             **attention_options)
         self.addnorm1 = AddNorm(dropout, pre_norm)
         self.ffn, self.addnorm2 = None, None
         if check_int("ffn_num_hiddens", ffn_num_hiddens):
             self.ffn = PositionWiseFFN(ffn_num_hiddens, num_hiddens, activation="gelu")
             self.addnorm2 = AddNorm(dropout, pre_norm)
 
+    def hybrid_forward(self, F, X, cache_k, cache_v, offset):
+        Y, k, v = self.attention.cached(F, self.addnorm1.sublayer_input(X), cache_k, cache_v,
+                                        offset)
+        Y = self.addnorm1(X, Y)
+        return (Y if self.ffn is None else self.addnorm2.wrap(Y, self.ffn)), k, v
+
     def forward(self, X, cache=None):
-        causal = _causal_lens(X.shape[0], X.shape[1], _cached_steps(cache), X.ctx)
-        Y = self.addnorm1.wrap(X, lambda Z: self.attention(Z, Z, Z, causal, cache))
-        return Y if self.ffn is None else self.addnorm2.wrap(Y, self.ffn)
+        if is_symbol(X):
+            raise NotImplementedError("GPTBlock is a cached graph of its own: hybridize it, "
+                                      "not a parent")
+        with unused_parameters_allowed(), checked_call():
+            out, k, v = super().forward(*self.attention.graph_inputs(X, cache))
+        if cache is not None:
+            cache.append(k, v, X.shape[1])
+        return out
 
 
 # GPT's ``positions``: what is added to the embeddings (rotary positions add nothing there)
@@ -65,50 +177,53 @@ class GPT(nn.Block):
 
     ``net(tokens (batch, steps) ids, caches=None)`` -> logits (batch, steps, vocab_size):
     row t scores the token that follows tokens[:, :t + 1]. ``caches``: None, or
-    ``net.init_caches()`` (one dict per block) to decode piece by piece: each call extends
-    them in place and its tokens continue the cached ones, so feeding a sequence in one call
-    or one token per call gives the same logits. Embeddings are scaled by sqrt(num_hiddens)
-    as in the course's Transformer. ``positions``: "learned" (``max_len`` learned vectors
-    added to the embeddings), "sinusoidal" (the fixed sinusoids of
+    ``net.init_caches()`` (one :class:`~d2lattn.attention.KVCache` per block) to decode
+    piece by piece: each call extends them in place and its tokens continue the cached
+    ones, so feeding a sequence in one call or one token per call gives the same logits.
+    Embeddings are scaled by sqrt(num_hiddens) as in the course's Transformer.
+    The sizes are positional; the rest keyword-only. ``positions``: "learned" (``max_len``
+    learned vectors added to the embeddings), "sinusoidal" (the fixed sinusoids of
     :class:`~d2lattn.positional.PositionalEncoding` added) or "rope" (queries and keys
-    rotated in every attention by :func:`~d2lattn.positional.apply_rope`; ``max_len`` still
-    bounds the positions).
+    rotated in every attention by :func:`~d2lattn.positional.apply_rope`, base 10000;
+    ``max_len`` still bounds the positions).
     ``num_kv_heads``: grouped-query attention; ``window``: sliding-window attention whose
-    caches keep ``window`` keys (see :class:`MultiHeadAttention`).
+    caches keep ``window`` keys (see :class:`CausalSelfAttention`).
     ``ffn_num_hiddens=0``: attention-only blocks. ``pre_norm``: see :class:`AddNorm` (a
     pre-norm GPT ends with a LayerNorm, ``norm``). ``tie_weights``: the output layer shares
     the embedding's weight. ``attention_weights``: one (batch, num_heads, steps, keys) array
-    per block, from the last call.
+    per block, from the last call. ``hybridize()`` makes each block one cached graph.
     """
 
-    def __init__(self, vocab_size, num_hiddens, ffn_num_hiddens, num_heads, num_blocks,
-                 dropout, max_len, pre_norm=True, tie_weights=True, positions="learned",
+    def __init__(self, vocab_size, num_hiddens, ffn_num_hiddens, num_heads, num_blks,
+                 dropout, max_len, *, pre_norm=True, tie_weights=True, positions="learned",
                  num_kv_heads=None, window=None, **kwargs):
         super().__init__(**kwargs)
         self.num_hiddens = check_int("num_hiddens", num_hiddens, minimum=1)
         self.max_len = check_int("max_len", max_len, minimum=1)
         vocab_size = check_int("vocab_size", vocab_size, minimum=1)
-        if positions not in _POSITIONS:
+        if not isinstance(positions, str) or positions not in _POSITIONS:
             raise ValueError(f"positions must be one of {', '.join(map(repr, _POSITIONS))}, "
                              f"got {positions!r}")
         self.embedding = nn.Embedding(vocab_size, num_hiddens)
         self.pos_encoding = _POSITIONS[positions](num_hiddens, dropout, max_len)
-        self.blks = nn.Sequential()
-        for _ in range(check_int("num_blocks", num_blocks, minimum=1)):
-            self.blks.add(GPTBlock(num_hiddens, ffn_num_hiddens, num_heads, dropout,
-                                   pre_norm, positions == "rope", num_kv_heads, window))
+        self.blks = nn.HybridSequential()
+        rope_base = 10000.0 if positions == "rope" else None
+        for _ in range(check_int("num_blks", num_blks, minimum=1)):
+            self.blks.add(GPTBlock(num_hiddens, ffn_num_hiddens, num_heads, dropout, pre_norm,
+                                   num_kv_heads=num_kv_heads, window=window,
+                                   rope_base=rope_base))
         self.norm = nn.LayerNorm() if check_bool("pre_norm", pre_norm) else None
         # Sharing the embedding's ParameterDict makes Dense's weight the embedding's weight.
         shared = self.embedding.params if check_bool("tie_weights", tie_weights) else None
         self.dense = nn.Dense(vocab_size, flatten=False, params=shared)
 
     def init_caches(self):
-        """Empty key/value caches, one dict per block."""
-        return [{} for _ in self.blks]
+        """Empty key/value caches, one :class:`~d2lattn.attention.KVCache` per block."""
+        return [blk.attention.init_cache() for blk in self.blks]
 
     def forward(self, tokens, caches=None):
         offset = self._check(tokens, caches)
-        X = _embed(self, tokens, offset)
+        X = embed(self, tokens, offset)
         for i, blk in enumerate(self.blks):
             X = blk(X, None if caches is None else caches[i])
         return self.dense(X if self.norm is None else self.norm(X))
@@ -124,22 +239,33 @@ class GPT(nn.Block):
         return offset
 
     def _cache_offset(self, caches):
-        """The number of steps in ``caches`` (those a window dropped included), after
-        checking that they are a list of one dict per block (from :meth:`init_caches`),
-        every block with as many steps."""
+        """The number of positions ``caches`` have seen, after checking that they are a
+        list of one KVCache per block (from :meth:`init_caches`), each at that offset."""
         blocks = len(self.blks)
         if not isinstance(caches, list) or len(caches) != blocks \
-                or not all(isinstance(cache, dict) for cache in caches):
-            raise ValueError(f"caches must be None or a list of {blocks} dicts (from "
+                or not all(isinstance(cache, KVCache) for cache in caches):
+            raise ValueError(f"caches must be None or a list of {blocks} KVCaches (from "
                              f"init_caches()), got {caches!r:.80}")
-        steps = [_next_position(cache) for cache in caches]
-        if len(set(steps)) > 1:
-            raise ValueError(f"caches must hold as many steps in every block, got {steps}")
-        return steps[0]
+        offsets = [cache.offset for cache in caches]
+        if len(set(offsets)) > 1:
+            raise ValueError(f"caches must hold as many steps in every block, got {offsets}")
+        return offsets[0]
 
     @property
     def attention_weights(self):
-        return [blk.attention.attention_weights for blk in self.blks]
+        return [_per_head(blk.attention) for blk in self.blks]
+
+
+def _per_head(attention):
+    """The last weights of a :class:`CausalSelfAttention` as (batch, num_heads, steps, keys)
+    (they are kept as (batch * num_kv_heads, group * steps, keys)), None after a graph."""
+    weights = attention.attention_weights
+    if weights is None:
+        return None
+    rows, n_q, n_k = weights.shape
+    group = attention.num_heads // attention.num_kv_heads
+    return weights.reshape(rows // attention.num_kv_heads, attention.num_heads,
+                           n_q // group, n_k)
 
 
 _LOSS = MaskedSoftmaxCELoss()

@@ -5,16 +5,15 @@ same way. Adding a vector that depends on the position to each token's represent
 that symmetry. :class:`PositionalEncoding` adds fixed sinusoids (Vaswani et al., 2017);
 :class:`LearnedPositionalEmbedding` adds one learned vector per position (BERT).
 :func:`apply_rope` instead rotates queries and keys by angles proportional to their positions
-(Su et al., 2021), so that their dot product depends on the distance between them only;
-:class:`RotaryMultiHeadAttention` applies it in every head.
+(Su et al., 2021), so that their dot product depends on the positions only through their
+difference; :class:`~d2lattn.gpt.CausalSelfAttention` applies it in every head.
 """
 import numpy as onp
-from mxnet import gluon, np
+from mxnet import gluon, nd, np
 
 from ._checks import (check_array, check_float_array, check_int, check_ndarray, check_positions,
                       check_positive, check_rate)
 from ._ops import Dropout
-from .attention import MultiHeadAttention, _check_3d, _next_position
 from .device import cpu
 
 
@@ -52,7 +51,9 @@ class _AddPositions(gluon.nn.Block):
         raise NotImplementedError
 
     def forward(self, X, offset=0):
-        _check_3d("X", X)
+        check_float_array("X", X)
+        if X.ndim != 3:
+            raise ValueError(f"X must be 3-D, got shape {X.shape}")
         offset = check_positions(X, offset, self.num_hiddens, self.max_len)
         return self.dropout(X + self.positions(X, offset))
 
@@ -104,7 +105,7 @@ class LearnedPositionalEmbedding(_AddPositions):
 
 class NoPositionalEncoding(_AddPositions):
     """No position vector: X itself, then dropout, for models whose positions enter the
-    attention instead (:class:`RotaryMultiHeadAttention`). Call ``(X (batch, n,
+    attention instead (rotary positions, :func:`apply_rope`). Call ``(X (batch, n,
     num_hiddens), offset=0)`` -> (batch, n, num_hiddens); ``offset`` and ``max_len`` are
     checked as by the other encodings."""
 
@@ -119,9 +120,8 @@ def apply_rope(X, positions, base=10000.0):
     context), the position of each step. Feature i < d/2 and feature i + d/2 form a plane
     rotated by the angle positions * w_i, w_i = base^(-2i/d): with x1, x2 the two halves,
     the result is [x1 cos - x2 sin, x2 cos + x1 sin]. Rotations compose, so the dot product
-    of a query rotated at m and a key rotated at n depends on m - n only. The angles are
-    computed in float32 (float64 for float64 X): float16 would round positions above 2048.
-    Returns X's shape, dtype and context.
+    of a query rotated at m and a key rotated at n depends on the positions only through
+    m - n. :func:`rotate` is the computation. Returns X's shape, dtype and context.
     """
     check_array("X", check_float_array("X", X))
     if X.ndim < 2 or X.shape[-1] % 2:
@@ -133,42 +133,18 @@ def apply_rope(X, positions, base=10000.0):
     if positions.shape != X.shape[-2:-1]:
         raise ValueError(f"positions must have shape (steps,) = ({X.shape[-2]},) for X of "
                          f"shape {X.shape}, got {positions.shape}")
-    half = X.shape[-1] // 2
-    dtype = "float64" if X.dtype == onp.float64 else "float32"
-    w = np.array(check_positive("base", base) ** (-onp.arange(half) / half), dtype=dtype,
-                 ctx=X.ctx)
-    angles = positions.as_in_ctx(X.ctx).astype(dtype).reshape(-1, 1) * w  # (steps, d/2)
-    cos, sin = np.cos(angles).astype(X.dtype), np.sin(angles).astype(X.dtype)
-    x1, x2 = X[..., :half], X[..., half:]
-    return np.concatenate([x1 * cos - x2 * sin, x2 * cos + x1 * sin], axis=-1)
+    return rotate(nd, X, positions.as_in_ctx(X.ctx), check_positive("base", base), X.dtype)
 
 
-class RotaryMultiHeadAttention(MultiHeadAttention):
-    """:class:`~d2lattn.attention.MultiHeadAttention` whose queries and keys are rotated in
-    every head by :func:`apply_rope` (the head width must be even), as in Llama.
-
-    Self-attention: queries and keys are the same steps, at positions offset .. offset +
-    steps - 1, offset the number of positions the cache has seen (0 without a cache). The
-    cache holds rotated keys. Arguments and call as for MultiHeadAttention, plus ``base``.
-    """
-
-    def __init__(self, num_hiddens, num_heads, dropout, use_bias=False, num_kv_heads=None,
-                 window=None, base=10000.0, **kwargs):
-        super().__init__(num_hiddens, num_heads, dropout, use_bias, num_kv_heads, window,
-                         **kwargs)
-        self.base = check_positive("base", base)
-        if (self.num_hiddens // self.num_heads) % 2:
-            raise ValueError(f"num_hiddens / num_heads (the head width) must be even for "
-                             f"rotary positions, got {self.num_hiddens} / {self.num_heads}")
-
-    def forward(self, queries, keys, values, valid_lens=None, cache=None):
-        check_ndarray("queries", queries)
-        if check_ndarray("keys", keys).shape[1:2] != queries.shape[1:2]:
-            raise ValueError(f"queries and keys must be the same steps (self-attention), got "
-                             f"queries {queries.shape}, keys {keys.shape}")
-        return super().forward(queries, keys, values, valid_lens, cache)
-
-    def _rotate(self, X, cache):
-        start = _next_position(cache)
-        return apply_rope(X, np.arange(start, start + X.shape[1], dtype="int32", ctx=X.ctx),
-                          self.base)
+def rotate(F, X, positions, base, dtype):
+    """:func:`apply_rope` without its checks, in either mode of F (a block's
+    ``hybrid_forward``): X (..., steps, d) of ``dtype``, positions (steps,) of any numeric
+    dtype holding integers. The angles are taken in float64 (exact integer positions times
+    float64 frequencies), then their cosines and sines rounded to ``dtype``: float32 angles
+    would be off by up to position * 2^-24 radians (0.008 at position 131072)."""
+    x1, x2 = F.np.split(X, 2, axis=-1)
+    i = F.npx.arange_like(x1, axis=-1).astype("float64")  # 0 .. d/2 - 1
+    w = F.np.power(float(base), -i / F.np.max(i + 1))  # base^(-2i/d)
+    angles = F.np.expand_dims(positions.astype("float64"), -1) * F.np.expand_dims(w, 0)
+    cos, sin = F.np.cos(angles).astype(dtype), F.np.sin(angles).astype(dtype)
+    return F.np.concatenate([x1 * cos - x2 * sin, x2 * cos + x1 * sin], axis=-1)

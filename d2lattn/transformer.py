@@ -8,18 +8,19 @@ t + 1 per query). The decoder keeps each block's projected keys and values in it
 the encoder outputs projected once for encoder-decoder attention), so decoding one token at
 a time costs O(n) per token and gives the same logits as one call on the whole target.
 """
-import contextlib
+import copy
 import math
-import warnings
 
-from mxnet import np
+import numpy as onp
+from mxnet import nd, np
 from mxnet.gluon import nn
 
 from ._checks import (check_bool, check_int, check_ndarray, check_positive, check_rate,
                       check_same_shape, check_step_tokens, check_token_ids, check_tokens,
                       check_width)
-from ._ops import Dense, Dropout, LayerNorm, full_lengths, is_symbol
-from .attention import MultiHeadAttention
+from ._ops import (Dense, Dropout, LayerNorm, checked, checked_call, is_symbol, on_rows,
+                   unused_parameters_allowed)
+from .attention import MultiHeadAttention, lengths, split_heads, without_padding
 from .positional import PositionalEncoding
 from .seq2seq import AttentionDecoder, Encoder
 
@@ -48,9 +49,17 @@ class PositionWiseFFN(nn.HybridBlock):
         self.activation = activation
 
     def forward(self, X):
-        if not is_symbol(X):
-            check_width("X", check_ndarray("X", X))
-        return super().forward(X)
+        if checked(X):  # called by a block that checked its inputs
+            return super().forward(X)
+        check_width("X", check_ndarray("X", X))
+        if X.ndim < 2:
+            raise ValueError(f"X must be (..., steps, d), at least 2-D, got shape {X.shape}")
+        width = self.dense1.weight.shape[1]  # 0 until the first call
+        if width > 0 and X.shape[-1] != width:
+            raise ValueError(f"X must have width {width}, the input width of dense1, got "
+                             f"X of shape {X.shape}")
+        with checked_call():
+            return on_rows(super().forward, X)  # an empty X: gradients of 0, also in a graph
 
     def hybrid_forward(self, F, X):
         return self.dense2(_ACTIVATIONS[self.activation](F, self.dense1(X)))
@@ -84,10 +93,17 @@ class AddNorm(nn.HybridBlock):
         return self.ln(X) if self.pre_norm else X
 
     def forward(self, X, Y):
-        if not is_symbol(X):
+        with unused_parameters_allowed():  # pre-norm: the LN acts in sublayer_input
+            if checked(X):  # called by a block that checked its inputs
+                return super().forward(X, Y)
             check_same_shape(check_ndarray("X", X), check_ndarray("Y", Y))
-        with _unused_parameters_allowed():  # pre-norm: the LN acts in sublayer_input
-            return super().forward(X, Y)
+            dtypes = [onp.dtype(x).name for x in (X.dtype, Y.dtype, self.ln.gamma.dtype)]
+            if len(set(dtypes)) > 1:
+                raise TypeError(f"X, Y and the layer's parameters must have one dtype, got X "
+                                f"{dtypes[0]}, Y {dtypes[1]} and parameters {dtypes[2]}")
+            if self.pre_norm:  # no parameter in X + dropout(Y)
+                return super().forward(X, Y)
+            return on_rows(super().forward, X, Y)  # an empty X: LN's gradients of 0
 
     def hybrid_forward(self, F, X, Y):
         Z = X + self.dropout(Y)
@@ -117,12 +133,13 @@ class TransformerEncoderBlock(nn.HybridBlock):
         self.addnorm2 = AddNorm(dropout, pre_norm, norm_eps)
 
     def forward(self, X, valid_lens=None):
-        if self._active and not is_symbol(X):  # the graph's arguments: checked, no None
-            self.attention.check_call(X, X, X, valid_lens)
-            valid_lens = full_lengths(valid_lens, X)
-        return super().forward(X, valid_lens)
+        if checked(X):  # called by a block that checked its inputs
+            return super().forward(X, valid_lens)
+        valid_lens = self.attention.check_call(X, X, X, valid_lens)  # as the graph takes them
+        with checked_call():
+            return super().forward(X, valid_lens)
 
-    def hybrid_forward(self, F, X, valid_lens=None):
+    def hybrid_forward(self, F, X, valid_lens):
         Y = self.addnorm1.wrap(X, lambda Z: self.attention(Z, Z, Z, valid_lens))
         return self.addnorm2.wrap(Y, self.ffn)
 
@@ -152,7 +169,7 @@ class TransformerEncoder(Encoder):
     def forward(self, X, valid_lens=None):
         check_tokens("X", X, valid_lens)
         check_token_ids("X", X, self.embedding)
-        X = _embed(self, X, 0)
+        X = embed(self, X, 0)
         for blk in self.blks:
             X = blk(X, valid_lens)
         return X if self.norm is None else self.norm(X)
@@ -167,17 +184,17 @@ class TransformerDecoderBlock(nn.HybridBlock):
 
     forward(X (batch, steps, num_hiddens), state) -> (same shape as X, state), with
     state = (enc_outputs (batch, src steps, num_hiddens), enc_valid_lens None or (batch,),
-    caches, offset). ``X[:, j]`` is the token at position offset + j: it attends to the
-    keys at positions 0..offset + j, those cached in ``caches[i]["self"]`` (the projected
+    caches, offset) as :meth:`TransformerDecoder.init_state` makes it. ``X[:, j]`` is the
+    token at position offset + j: it attends to the keys at positions 0..offset + j, those
+    in ``caches[i].self_attention`` (a :class:`~d2lattn.attention.KVCache` of the projected
     keys and values of earlier calls) and those of X up to itself. Encoder-decoder attention
-    skips source padding only; it projects the encoder outputs on the first call and keeps
-    them in ``caches[i]["cross"]``. The returned state holds a new ``caches[i]``; the given
-    state is left unchanged.
+    attends to ``caches[i].cross_keys`` and ``.cross_values``, the encoder outputs projected
+    once by ``init_state``, and skips source padding. The returned state holds a new
+    ``caches[i]``; the given state is left unchanged.
 
-    ``hybridize()``: a call of one step whose caches are filled (every decoding step after
-    the first) is one cached graph taking and returning the cached keys and values, the
-    same results to float32 rounding; the attentions' ``attention_weights`` are then None.
-    Other calls stay imperative.
+    ``hybridize()`` makes every call one cached graph (:meth:`hybrid_forward`) that takes
+    and returns the cached keys and values: the same computation; the attentions'
+    ``attention_weights`` are then None.
     """
 
     def __init__(self, num_hiddens, ffn_num_hiddens, num_heads, dropout, i, pre_norm=False,
@@ -191,42 +208,52 @@ class TransformerDecoderBlock(nn.HybridBlock):
         self.ffn = PositionWiseFFN(ffn_num_hiddens, num_hiddens)
         self.addnorm3 = AddNorm(dropout, pre_norm)
 
-    def forward(self, X, state):
-        enc_outputs, enc_valid_lens, caches, offset = state
-        # The attentions replace their cache entries: copies keep the given state intact.
-        cache = {site: dict(entries) for site, entries in caches[self.i].items()}
-        if self._active and X.shape[1] == 1 and "k" in cache["self"] \
-                and "k" in cache["cross"]:  # one decoding step: the cached graph
-            self.attention1.check_call(X, X, X, None, cache["self"])
-            with _unused_parameters_allowed():  # the step uses no W_k, W_v of attention2
-                Y, cache["self"]["k"], cache["self"]["v"] = super().forward(
-                    X, cache["self"]["k"], cache["self"]["v"], cache["cross"]["k"],
-                    cache["cross"]["v"], full_lengths(enc_valid_lens, enc_outputs))
-            for attention in (self.attention1, self.attention2):
-                attention.attention.attention_weights = None
-            caches = caches[:self.i] + [cache] + caches[self.i + 1:]
-            return Y, (enc_outputs, enc_valid_lens, caches, offset)
-        causal = _causal_lens(X.shape[0], X.shape[1], offset, X.ctx)
-        Y = self.addnorm1.wrap(X, lambda Z: self.attention1(Z, Z, Z, causal, cache["self"]))
-        # Encoder outputs are projected once; later calls pass 0 positions: use the cache.
-        enc = enc_outputs[:, :0] if "k" in cache["cross"] else enc_outputs
-        Y = self.addnorm2.wrap(Y, lambda Z: self.attention2(Z, enc, enc, enc_valid_lens,
-                                                            cache["cross"]))
-        caches = caches[:self.i] + [cache] + caches[self.i + 1:]
-        state = (enc_outputs, enc_valid_lens, caches, offset)
-        return self.addnorm3.wrap(Y, self.ffn), state
-
-    def hybrid_forward(self, F, X, self_k, self_v, cross_k, cross_v, enc_valid_lens):
-        """One decoding step in a cached graph -> (output, self-attention keys and values)."""
-        keys = {}
+    def hybrid_forward(self, F, X, self_k, self_v, cross_k, cross_v, causal_lens, enc_lens):
+        """The block's computation -> (output, self-attention keys and values to cache)."""
+        cached = {}
 
         def self_attention(Z):
-            out, keys["k"], keys["v"] = self.attention1.graph_step(F, Z, self_k, self_v)
+            out, cached["k"], cached["v"] = self.attention1.cached(F, Z, Z, Z, causal_lens,
+                                                                   self_k, self_v)
             return out
         Y = self.addnorm1.wrap(X, self_attention)
-        Y = self.addnorm2.wrap(Y, lambda Z: self.attention2.graph_step(
-            F, Z, cross_k, cross_v, enc_valid_lens, self_attention=False)[0])
-        return self.addnorm3.wrap(Y, self.ffn), keys["k"], keys["v"]
+        Y = self.addnorm2.wrap(Y, lambda Z: self.attention2.attend(F, Z, cross_k, cross_v,
+                                                                   enc_lens))
+        return self.addnorm3.wrap(Y, self.ffn), cached["k"], cached["v"]
+
+    def forward(self, X, state):
+        if is_symbol(X):
+            raise NotImplementedError("TransformerDecoderBlock is a cached graph of its own: "
+                                      "hybridize it, not a parent")
+        enc_outputs, enc_lens, caches, offset = state
+        cache = caches[self.i]
+        self.attention1.check_call(X, X, X)  # and forget the last weights
+        self.attention2.check_call(X, enc_outputs, enc_outputs)
+        self_k, self_v = cache.self_attention.arrays(X.shape[0], X)
+        with unused_parameters_allowed(), checked_call():  # cross W_k, W_v act in init_state
+            Y, k, v = super().forward(X, self_k, self_v, cache.cross_keys, cache.cross_values,
+                                      _causal_lens(X, self_k.shape[1]), enc_lens)
+        new = copy.copy(cache)
+        new.self_attention = copy.copy(cache.self_attention)
+        new.self_attention.append(k, v, X.shape[1])
+        return Y, (enc_outputs, enc_lens, caches[:self.i] + [new] + caches[self.i + 1:], offset)
+
+
+class DecoderCache:
+    """What one decoder block keeps between calls: ``self_attention``, the
+    :class:`~d2lattn.attention.KVCache` of its self-attention, and ``cross_keys``,
+    ``cross_values`` (batch * num_heads, src steps, p), the encoder outputs projected once
+    by its encoder-decoder attention."""
+
+    def __init__(self, self_attention, cross_keys, cross_values):
+        self.self_attention = self_attention
+        self.cross_keys, self.cross_values = cross_keys, cross_values
+
+    def reordered(self, indices, num_heads):
+        """The cache of the sequences ``indices`` (beam search), heads kept together."""
+        pick = lambda x: _reorder_heads(x, indices, num_heads)
+        return DecoderCache(self.self_attention.reordered(indices), pick(self.cross_keys),
+                            pick(self.cross_values))
 
 
 class TransformerDecoder(AttentionDecoder):
@@ -272,25 +299,25 @@ class TransformerDecoder(AttentionDecoder):
         if enc_valid_lens is not None and enc_valid_lens.shape != enc_outputs.shape[:1]:
             raise ValueError(f"enc_valid_lens must have shape ({enc_outputs.shape[0]},), got "
                              f"{enc_valid_lens.shape}")
-        caches = [{"self": {}, "cross": {}} for _ in range(self.num_blks)]
-        return enc_outputs, enc_valid_lens, caches, 0
+        enc_lens = lengths(enc_valid_lens, enc_outputs.shape[:2] + enc_outputs.shape[1:2])
+        enc_lens = enc_lens.as_in_ctx(enc_outputs.ctx)
+        return enc_outputs, enc_lens, [_block_cache(blk, enc_outputs, enc_lens)
+                                       for blk in self.blks], 0
 
     def forward(self, X, state):
         check_step_tokens("X", X, state[0].shape[0], self.embedding)
         offset = state[3]
-        X = _embed(self, X, offset)
+        X = embed(self, X, offset)
         for blk in self.blks:
             X, state = blk(X, state)
         X = X if self.norm is None else self.norm(X)
         return self.dense(X), state[:3] + (offset + X.shape[1],)
 
     def reorder_state(self, state, indices):
-        enc_outputs, enc_valid_lens, caches, offset = state
-        valid = None if enc_valid_lens is None else enc_valid_lens[indices]
-        caches = [{site: {key: _reorder_heads(value, indices, enc_outputs.shape[0])
-                          for key, value in entries.items()}
-                   for site, entries in cache.items()} for cache in caches]
-        return enc_outputs[indices], valid, caches, offset
+        enc_outputs, enc_lens, caches, offset = state
+        heads = self.blks[0].attention1.num_heads
+        return (enc_outputs[indices], enc_lens[indices],
+                [cache.reordered(indices, heads) for cache in caches], offset)
 
     @property
     def self_attention_weights(self):
@@ -306,29 +333,31 @@ class TransformerDecoder(AttentionDecoder):
         return None if weights is None else weights.mean(axis=1)
 
 
-@contextlib.contextmanager
-def _unused_parameters_allowed():
-    """Silence Gluon's warning that a cached graph leaves parameters of the block unused."""
-    with warnings.catch_warnings():
-        warnings.filterwarnings("ignore", "Parameter .* is not used by any computation")
-        yield
-
-
-def _embed(coder, X, offset):
+def embed(coder, X, offset):
     """Token ids (batch, steps) -> embeddings * sqrt(d) + encodings of positions offset.."""
     return coder.pos_encoding(coder.embedding(X) * math.sqrt(coder.num_hiddens), offset)
 
 
-def _causal_lens(batch, steps, offset, ctx):
-    """Causal valid lengths (batch, steps): the query at position offset + j sees
-    offset + j + 1 keys. None for one step: its query sees every cached key anyway."""
-    if steps == 1:
-        return None
-    lens = np.arange(offset + 1, offset + steps + 1, dtype="int32", ctx=ctx)
+def _causal_lens(X, cached):
+    """Causal float32 valid lengths (batch, steps) for X (batch, steps, d) after ``cached``
+    cached keys: the query of step j sees cached + j + 1 keys."""
+    batch, steps = X.shape[:2]
+    lens = np.arange(cached + 1, cached + steps + 1, dtype="float32", ctx=X.ctx)
     return np.broadcast_to(lens.reshape(1, steps), (batch, steps))
 
 
-def _reorder_heads(cached, indices, batch):
-    """Rows ``indices`` of a per-head cache (batch * num_heads, steps, p), heads kept together."""
+def _block_cache(blk, enc_outputs, enc_lens):
+    """A :class:`DecoderCache` for the decoder block ``blk``: an empty self-attention cache
+    and the encoder outputs (source padding zeroed) projected by its cross-attention."""
+    enc, _ = without_padding(nd, enc_outputs, enc_outputs, enc_lens)
+    attention = blk.attention2
+    keys, values = (split_heads(nd, layer(enc), attention.num_heads)
+                    for layer in (attention.W_k, attention.W_v))
+    return DecoderCache(blk.attention1.init_cache(), keys, values)
+
+
+def _reorder_heads(cached, indices, num_heads):
+    """Rows ``indices`` of a per-head array (batch * num_heads, steps, p), heads kept
+    together."""
     rows, steps, p = cached.shape
-    return cached.reshape(batch, rows // batch, steps, p)[indices].reshape(-1, steps, p)
+    return cached.reshape(rows // num_heads, num_heads, steps, p)[indices].reshape(-1, steps, p)

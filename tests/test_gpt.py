@@ -23,7 +23,7 @@ def tokens(shape, seed=1, ctx=None):
 
 def make_gpt(ffn=FFN, pre_norm=True, tie_weights=True, ctx=None, seed=0):
     mx.random.seed(seed)
-    net = GPT(VOCAB, D, ffn, HEADS, BLOCKS, 0.0, MAX_LEN, pre_norm, tie_weights)
+    net = GPT(VOCAB, D, ffn, HEADS, BLOCKS, 0.0, MAX_LEN, pre_norm=pre_norm, tie_weights=tie_weights)
     net.initialize(init.Xavier(), ctx=ctx)
     net(tokens((1, 2), ctx=ctx))  # finish the deferred initialisation
     randomize(net, seed)
@@ -97,7 +97,7 @@ def test_cached_pieces_give_the_logits_of_one_call(pieces):
         start += n
     onp.testing.assert_allclose(onp.concatenate(outputs, axis=1), net(X).asnumpy(),
                                 rtol=1e-5, atol=1e-5)
-    assert caches[0]["k"].shape == (2 * HEADS, 7, D // HEADS)
+    assert caches[0].keys.shape == (2 * HEADS, 7, D // HEADS)
 
 
 def test_generate_with_the_cache_equals_recomputation():
@@ -301,7 +301,7 @@ def test_runs_on_the_device_of_its_parameters(cpu1):
     assert logits.ctx == cpu1
     caches = net.init_caches()
     net(X[:, :2], caches)
-    assert caches[1]["k"].ctx == cpu1
+    assert caches[1].keys.ctx == cpu1
     onp.testing.assert_allclose(logits.asnumpy(), make_gpt()(tokens((2, 5))).asnumpy(),
                                 rtol=1e-5, atol=1e-6)
     assert generate(net, [1, 2], 4, temperature=0) == generate(make_gpt(), [1, 2], 4,
@@ -336,7 +336,7 @@ def test_the_cache_counts_towards_max_len_and_must_fit_the_model():
             generate(net, prompt, 2)
 
 
-def test_caches_must_be_one_dict_per_block_with_one_length():
+def test_caches_must_be_one_kv_cache_per_block_with_one_length():
     """[None, None] used to cache nothing (the next step 2.2 off) and blocks of different
     lengths gave logits 1.9 off; both are refused before any block runs."""
     net, X = make_gpt(), tokens((1, 3))
@@ -346,8 +346,8 @@ def test_caches_must_be_one_dict_per_block_with_one_length():
     with pytest.raises(ValueError, match=r"caches must hold as many steps in every block, "
                                          r"got \[2, 3\]"):
         net(X[:, :1], [short[0], long[1]])
-    assert [c["k"].shape[1] for c in short + long] == [2, 2, 3, 3]  # nothing extended
-    with pytest.raises(ValueError, match=r"list of 2 dicts .* got \[None, None\]"):
+    assert [c.keys.shape[1] for c in short + long] == [2, 2, 3, 3]  # nothing extended
+    with pytest.raises(ValueError, match=r"list of 2 KVCaches .* got \[None, None\]"):
         net(X[:, :1], [None, None])
 
 
@@ -382,13 +382,13 @@ def test_next_token_probs_of_int_logits_are_those_of_floats():
 
 
 @pytest.mark.parametrize("kwargs, error", [
-    ({"vocab_size": 0}, ValueError), ({"num_blocks": 0}, ValueError),
+    ({"vocab_size": 0}, ValueError), ({"num_blks": 0}, ValueError),
     ({"max_len": 0}, ValueError), ({"num_heads": 3}, ValueError),
     ({"ffn_num_hiddens": -1}, ValueError), ({"dropout": 1.0}, ValueError),
     ({"pre_norm": 1}, TypeError), ({"tie_weights": "yes"}, TypeError)])
 def test_bad_settings_give_clear_errors(kwargs, error):
     settings = dict(vocab_size=VOCAB, num_hiddens=D, ffn_num_hiddens=FFN, num_heads=HEADS,
-                    num_blocks=BLOCKS, dropout=0.0, max_len=MAX_LEN)
+                    num_blks=BLOCKS, dropout=0.0, max_len=MAX_LEN)
     name = next(iter(kwargs))
     with pytest.raises(error, match=name if name != "num_heads" else "divisible"):
         GPT(*{**settings, **kwargs}.values()) if name not in ("pre_norm", "tie_weights") \

@@ -79,7 +79,7 @@ def test_cached_pieces_give_the_logits_of_one_call(positions, num_kv_heads, wind
                                     atol=1e-5)
         kept = 11 if window is None else window
         kv = HEADS if num_kv_heads is None else num_kv_heads
-        assert caches[0]["k"].shape == (2 * kv, kept, D // HEADS)
+        assert caches[0].keys.shape == (2 * kv, kept, D // HEADS)
 
 
 @pytest.mark.parametrize("positions, num_kv_heads, window", [
@@ -117,8 +117,8 @@ def test_rope_positions_are_relative_in_a_windowed_gpt():
 
 def test_the_defaults_are_todays_gpt(tmp_path):
     default = make_gpt()
-    explicit = GPT(VOCAB, D, FFN, HEADS, BLOCKS, 0.0, MAX_LEN, True, True, "learned", HEADS,
-                   None)
+    explicit = GPT(VOCAB, D, FFN, HEADS, BLOCKS, 0.0, MAX_LEN, pre_norm=True, tie_weights=True,
+                   positions="learned", num_kv_heads=HEADS, window=None)
 
     def shapes(net):  # the names checkpoints are saved under
         return {name: param.shape for name, param in net._collect_params_with_prefix().items()}
@@ -138,7 +138,7 @@ def test_a_windowed_cache_counts_every_position_towards_max_len():
     net, caches = make_gpt("rope", window=2), None
     caches = net.init_caches()
     net(tokens((1, 20)), caches)
-    assert caches[0]["k"].shape[1] == 2 and caches[0]["start"] == 18
+    assert caches[0].keys.shape[1] == 2 and caches[0].offset == 20
     net(tokens((1, 12)), caches)
     with pytest.raises(ValueError, match="after 32 cached ones"):
         net(tokens((1, 1)), caches)
@@ -154,7 +154,7 @@ def test_runs_on_cpu1(cpu1):
     assert logits.ctx == cpu1
     caches = net.init_caches()
     net(X[:, :4], caches)
-    assert caches[1]["k"].ctx == cpu1
+    assert caches[1].keys.ctx == cpu1
     onp.testing.assert_allclose(logits.asnumpy(), make_gpt("rope", 2, 3)(tokens((2, 6)))
                                 .asnumpy(), rtol=1e-5, atol=1e-6)
 

@@ -198,11 +198,12 @@ def test_decoding_with_a_cache_equals_one_causal_call():
     net = make()
     expected = net(X, X, X, as_np([[1, 2, 3, 4, 5]] * B)).asnumpy()
     expected_weights = net.attention_weights.asnumpy()
-    cache = {}
+    cache = net.init_cache()
     for t in range(5):
         x = X[:, t:t + 1]
         step = net(x, x, x, None, cache)
-        assert cache["k"].shape == cache["v"].shape == (B * HEADS, t + 1, H // HEADS)
+        assert cache.keys.shape == cache.values.shape == (B * HEADS, t + 1, H // HEADS)
+        assert cache.offset == cache.steps == t + 1
         onp.testing.assert_allclose(step.asnumpy(), expected[:, t:t + 1], rtol=1e-5, atol=1e-5)
         onp.testing.assert_allclose(net.attention_weights.asnumpy()[..., 0, :],
                                     expected_weights[..., t, :t + 1], rtol=1e-5, atol=1e-6)
@@ -211,13 +212,13 @@ def test_decoding_with_a_cache_equals_one_causal_call():
 def test_the_cache_holds_the_projected_keys_and_values_laid_out_by_transpose_qkv():
     q, k, v = (as_np(a) for a in inputs(seed=9))
     net = make()
-    cache = {}
+    cache = net.init_cache()
     net(q, k[:, :2], v[:, :2], None, cache)
     net(q, k[:, 2:], v[:, 2:], as_np([4, 5]), cache)
-    onp.testing.assert_allclose(cache["k"].asnumpy(), transpose_qkv(net.W_k(k), HEADS).asnumpy(),
+    onp.testing.assert_allclose(cache.keys.asnumpy(), transpose_qkv(net.W_k(k), HEADS).asnumpy(),
                                 rtol=1e-6)
-    onp.testing.assert_allclose(cache["v"].asnumpy(), transpose_qkv(net.W_v(v), HEADS).asnumpy(),
-                                rtol=1e-6)
+    onp.testing.assert_allclose(cache.values.asnumpy(),
+                                transpose_qkv(net.W_v(v), HEADS).asnumpy(), rtol=1e-6)
     # The second call attended to all 5 cached keys, with valid lengths counting them.
     expected, weights = np_multihead(net, *inputs(seed=9), [4, 5])
     onp.testing.assert_allclose(net.attention_weights.asnumpy(), weights, rtol=1e-4, atol=1e-6)
@@ -226,10 +227,10 @@ def test_the_cache_holds_the_projected_keys_and_values_laid_out_by_transpose_qkv
 def test_keys_with_no_position_attend_to_the_cache_as_it_is():
     q, k, v = (as_np(a) for a in inputs(seed=11))
     net = make()
-    cache = {}
+    cache = net.init_cache()
     first = net(q, k, v, as_np([5, 3]), cache).asnumpy()
     again = net(q, k[:, :0], v[:, :0], as_np([5, 3]), cache).asnumpy()
-    assert cache["k"].shape == (B * HEADS, K, H // HEADS)
+    assert cache.keys.shape == (B * HEADS, K, H // HEADS)
     onp.testing.assert_allclose(again, first, rtol=1e-6)
     onp.testing.assert_allclose(again, np_multihead(net, *inputs(seed=11), [5, 3])[0],
                                 rtol=1e-4, atol=1e-4)
@@ -238,18 +239,19 @@ def test_keys_with_no_position_attend_to_the_cache_as_it_is():
 def test_the_cache_rejects_bad_input():
     q, k, v = (as_np(a) for a in inputs())
     net = make()
-    with pytest.raises(TypeError, match="cache must be None or a dict, got list"):
-        net(q, k, v, None, [])
-    cache = {}
+    with pytest.raises(TypeError, match="cache must be None or a KVCache .*, got dict"):
+        net(q, k, v, None, {})
+    cache = net.init_cache()
     net(q, k, v, None, cache)
-    with pytest.raises(ValueError, match=r"the cache must hold .* matching the new keys "
-                                         r"\(3, 5, 4\), got cache k \(6, 5, 4\)"):
+    with pytest.raises(ValueError, match=r"cache holds keys for 2 sequences \(cache keys "
+                                         r"\(6, 5, 4\)\), got a batch of 1"):
         net(q[:1], k[:1], v[:1], None, cache)
-    with pytest.raises(TypeError, match="cache must be None or a dict, got tuple"):
-        net(q, k[:, :0], v[:, :0], None, ())
-    with pytest.raises(ValueError, match=r"the cache must hold keys and values for the queries "
-                                         r"\(3, 3, 4\) \(per head\), got cache k \(6, 5, 4\)"):
-        net(q[:1], k[:1, :0], v[:1, :0], None, cache)
+    with pytest.raises(ValueError, match=r"cache was made for \(num_kv_heads, head width, "
+                                         r"window\) = \(2, 6, None\), this layer has "
+                                         r"\(3, 4, None\)"):
+        net(q, k, v, None, MultiHeadAttention(12, 2, 0).init_cache())
+    with pytest.raises(ValueError, match="keys must have at least one position, or the cache"):
+        net(q, k[:, :0], v[:, :0], None, net.init_cache())
 
 
 # --- device, bad input --------------------------------------------------------------------------
@@ -262,11 +264,11 @@ def test_multihead_attention_on_cpu1(cpu1):
         assert out.ctx == net.attention_weights.ctx == cpu1
         onp.testing.assert_allclose(out.asnumpy(), np_multihead(net, q, k, v, LENS[2])[0],
                                     rtol=1e-4, atol=1e-4)
-    cache = {}
+    cache = net.init_cache()
     with autograd.record():
         out = net(as_np(q, cpu1), as_np(k, cpu1), as_np(v, cpu1), as_np(LENS[1], cpu1), cache)
     out.backward()
-    assert out.ctx == cache["k"].ctx == cache["v"].ctx == cpu1
+    assert out.ctx == cache.keys.ctx == cache.values.ctx == cpu1
     assert net.W_q.weight.grad(cpu1).ctx == cpu1
 
 

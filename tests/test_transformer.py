@@ -355,8 +355,10 @@ def test_decoder_matches_numpy_with_causal_and_source_masks(pre_norm, tie_weight
                                 weights[-1][1].mean(axis=1), rtol=1e-4, atol=1e-6)
     assert state[3] == 6
     for cache in state[2]:
-        assert cache["self"]["k"].shape == cache["self"]["v"].shape == (3 * HEADS, 6, D // HEADS)
-        assert cache["cross"]["k"].shape == (3 * HEADS, SRC.shape[1], D // HEADS)
+        kv = cache.self_attention
+        assert kv.keys.shape == kv.values.shape == (3 * HEADS, 6, D // HEADS)
+        assert cache.cross_keys.shape == cache.cross_values.shape \
+            == (3 * HEADS, SRC.shape[1], D // HEADS)
 
 
 @pytest.mark.parametrize("training", [False, True], ids=["predict", "train"])
@@ -392,7 +394,7 @@ def test_cached_decoding_equals_one_call_on_the_whole_target(pre_norm, pieces):
     whole, _ = decode_in_pieces(net, [6])
     stepwise, state = decode_in_pieces(net, pieces)
     onp.testing.assert_allclose(stepwise, whole, rtol=1e-5, atol=1e-5)
-    assert state[3] == 6 and state[2][0]["self"]["k"].shape[1] == 6
+    assert state[3] == 6 and state[2][0].self_attention.keys.shape[1] == 6
 
 
 def test_encoder_outputs_are_projected_once_per_block_when_decoding():
@@ -405,9 +407,10 @@ def test_encoder_outputs_are_projected_once_per_block_when_decoding():
         _, state = net.decoder(TGT[:, t:t + 1], state)
     assert calls == [(3, SRC.shape[1], D)] * len(net.decoder.blks)
     blk = net.decoder.blks[0]
-    expected = transpose_qkv(blk.attention2.W_k(state[0]), HEADS)
-    onp.testing.assert_allclose(state[2][0]["cross"]["k"].asnumpy(), expected.asnumpy(),
-                                rtol=1e-6)
+    lens = SRC_LENS.asnumpy()[:, None, None]
+    source = np.array(onp.where(onp.arange(SRC.shape[1])[:, None] < lens, state[0].asnumpy(), 0))
+    expected = transpose_qkv(blk.attention2.W_k(source), HEADS)  # padding zeroed first
+    onp.testing.assert_allclose(state[2][0].cross_keys.asnumpy(), expected.asnumpy(), rtol=1e-6)
 
 
 def test_decoder_leaves_the_given_state_unchanged():
@@ -416,7 +419,7 @@ def test_decoder_leaves_the_given_state_unchanged():
     first, _ = net.decoder(TGT[:, :2], state)
     again, _ = net.decoder(TGT[:, :2], state)
     onp.testing.assert_array_equal(again.asnumpy(), first.asnumpy())
-    assert state[3] == 0 and state[2] == [{"self": {}, "cross": {}}] * 2
+    assert state[3] == 0 and all(cache.self_attention.keys is None for cache in state[2])
 
 
 def test_reorder_state_reorders_the_caches():
@@ -523,7 +526,8 @@ def test_model_trains_and_decodes_on_cpu1(pre_norm, cpu1):
         logits, state = net(src, tgt, lens)
         logits.sum().backward()
     assert logits.ctx == cpu1 and state[0].ctx == cpu1
-    assert all(x.ctx == cpu1 for c in state[2] for site in c.values() for x in site.values())
+    assert all(x.ctx == cpu1 for c in state[2]
+               for x in (c.self_attention.keys, c.self_attention.values, c.cross_keys))
     assert all(p.grad().ctx == cpu1 for p in net.collect_params().values())
     net, _ = search_nets(ctx=cpu1)
     translations, weights = greedy_search(net, SOURCES, WORDS, WORDS, 5, cpu1)
@@ -587,8 +591,8 @@ def test_decoding_past_max_len_is_an_error():
 def test_valid_lengths_are_checked_by_every_block_and_full_lengths_mask_nothing(monkeypatch):
     import d2lattn.attention as attention
     calls = []
-    check = attention._check_valid_lens
-    monkeypatch.setattr(attention, "_check_valid_lens",
+    check = attention.lengths
+    monkeypatch.setattr(attention, "lengths",
                         lambda lens, shape: calls.append(shape) or check(lens, shape))
     encoder = TransformerEncoder(VOCAB, D, FFN, HEADS, 3, 0.0)
     encoder.initialize()

@@ -37,10 +37,10 @@ MODEL = {"num_hiddens": 128, "num_heads": 4, "dropout": 0.1, "max_len": 128}
 TRAIN = {"batch_size": 32, "window": 64, "steps": 300, "lr": 1e-3}
 # (name, GPT options); None: the bigram counts of the chapter
 RUNGS = [("bigram counts", None),
-         ("1 attention-only block", {"num_blocks": 1, "ffn_num_hiddens": 0, "pre_norm": False}),
-         ("+ FFN", {"num_blocks": 1, "ffn_num_hiddens": 512, "pre_norm": False}),
-         ("+ second block", {"num_blocks": 2, "ffn_num_hiddens": 512, "pre_norm": False}),
-         ("+ pre-norm", {"num_blocks": 2, "ffn_num_hiddens": 512, "pre_norm": True})]
+         ("1 attention-only block", {"num_blks": 1, "ffn_num_hiddens": 0, "pre_norm": False}),
+         ("+ FFN", {"num_blks": 1, "ffn_num_hiddens": 512, "pre_norm": False}),
+         ("+ second block", {"num_blks": 2, "ffn_num_hiddens": 512, "pre_norm": False}),
+         ("+ pre-norm", {"num_blks": 2, "ffn_num_hiddens": 512, "pre_norm": True})]
 FIRST_LOSSES = 5  # training losses stored per run, for the reproduction test
 
 
