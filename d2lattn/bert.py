@@ -21,7 +21,7 @@ from ._checks import (check_array, check_bert_inputs, check_context, check_given
                       check_pred_positions, check_rate, check_segment_pairs,
                       read_json_object)
 from ._ops import Dropout, full_lengths, is_symbol
-from .checkpoint import load_parameters
+from .checkpoint import load_parameters, read_tensors
 from .device import cpu
 from .text import WordPieceTokenizer
 from .transformer import TransformerEncoderBlock
@@ -265,17 +265,8 @@ def _read_tensors(file):
     """The checkpoint's tensors by our parameter names, ``{ours: (name, NumPy array)}``, and
     the names the encoder does not know. Two copies of a tensor (with
     and without ``bert.``, or a LayerNorm's ``weight`` and ``gamma``) must be equal."""
-    from safetensors import SafetensorError
-    from safetensors.numpy import load_file
-    try:
-        loaded = load_file(str(file))
-    except SafetensorError as err:
-        raise ValueError(f"{file} is not a readable safetensors file: {err}") from None
-    except TypeError as err:  # a dtype NumPy lacks, e.g. bfloat16
-        raise ValueError(f"{file} holds tensors NumPy cannot read ({err}): save the "
-                         "checkpoint in float32 or float16") from None
     tensors, unknown = {}, []
-    for name, value in loaded.items():
+    for name, value in read_tensors(file).items():
         try:
             ours = checkpoint_name_to_param(name)
         except KeyError:

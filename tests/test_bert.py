@@ -227,7 +227,7 @@ def test_broken_checkpoints_give_clear_errors(tmp_path):
         load_pretrained(tmp_path / "relu")
     write_checkpoint(tmp_path / "corrupt", encoder, good)
     (tmp_path / "corrupt" / "model.safetensors").write_bytes(b"\x10\x00\x00\x00garbage")
-    with pytest.raises(ValueError, match="model.safetensors is not a readable safetensors file"):
+    with pytest.raises(ValueError, match="model.safetensors is not a safetensors file"):
         load_pretrained(tmp_path / "corrupt")
     write_checkpoint(tmp_path / "novocab", encoder, good)
     (tmp_path / "novocab" / "vocab.txt").unlink()

@@ -308,7 +308,8 @@ def test_load_pretrained_refuses_bfloat16_clearly(tmp_path, good_checkpoint):
     header = json.dumps({"w": {"dtype": "BF16", "shape": [2], "data_offsets": [0, 4]}}).encode()
     (tmp_path / "model.safetensors").write_bytes(len(header).to_bytes(8, "little") + header
                                                  + b"\x80\x3f\x00\x40")
-    with pytest.raises(ValueError, match="model.safetensors holds tensors NumPy cannot read"):
+    with pytest.raises(ValueError, match=r"model.safetensors holds tensors of a dtype NumPy "
+                                         r"cannot read: w \(BF16\); convert them to float32"):
         d2lattn.load_pretrained(tmp_path)
 
 
