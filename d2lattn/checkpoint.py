@@ -1,6 +1,7 @@
 """A block's parameters to and from a safetensors file, named by their paths in the block
 (``encoder.blks.0.ffn.dense1.weight``, ...): the format of the trained models that the
-chapters load (Chapter 3's translators, Chapter 7's small BERT)."""
+chapters load (Chapter 3's translators, Chapter 7's small BERT), each with a JSON record of
+its settings."""
 import numpy as onp
 from mxnet import np
 
@@ -75,3 +76,15 @@ def load_parameters(net, file):
                              f"parameter {params[name].shape}")
     for name, value in arrays.items():
         params[name].set_data(np.array(value, dtype="float32"))
+
+
+def required_entries(file, mapping, names, what="entries"):
+    """``mapping``, a JSON object read from ``file`` (its ``what``: "entries", "settings"),
+    after checking it holds every key of ``names``: ValueError naming the file and the
+    missing ones."""
+    if not isinstance(mapping, dict):
+        raise ValueError(f"{file}: {what} must be a JSON object, got {type(mapping).__name__}")
+    missing = sorted(set(names) - set(mapping))
+    if missing:
+        raise ValueError(f"{file} lacks the {what} {missing}")
+    return mapping

@@ -316,8 +316,8 @@ def test_load_pretrained_refuses_bfloat16_clearly(tmp_path, good_checkpoint):
 def test_load_pretrained_refuses_a_context_given_as_a_string(tmp_path, good_checkpoint):
     config, encoder, write = good_checkpoint
     write(tmp_path, encoder)
-    with pytest.raises(TypeError, match="ctx must be an mxnet Context .* got 'cpu'"):
-        d2lattn.load_pretrained(tmp_path, ctx="cpu")
+    with pytest.raises(TypeError, match="device must be an mxnet Context .* got 'cpu'"):
+        d2lattn.load_pretrained(tmp_path, device="cpu")
 
 
 # --- Nadaraya-Watson: a kernel is a weight ------------------------------------------------------
