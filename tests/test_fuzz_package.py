@@ -430,7 +430,7 @@ def test_add_norm_refuses_a_width_of_zero():
 def test_encoders_refuse_lengths_that_are_not_steps(length):
     for net in (Seq2SeqEncoder(10, 4, 4, 1), d2lattn.TransformerEncoder(10, 4, 8, 2, 1, 0.0)):
         net.initialize()
-        with pytest.raises(ValueError, match=r"valid_len must hold integers in \[0, 3\]"):
+        with pytest.raises(ValueError, match=r"valid_lens? must hold integers in \[0, 3\]"):
             net(np.ones((2, 3)), np.array([length, 1.0]))
 
 
