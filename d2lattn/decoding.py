@@ -18,16 +18,20 @@ def _encode(net, src_lines, src_vocab, num_steps, device, tgt_vocab):
     check_context("device", device)
     if isinstance(src_lines, (list, tuple)) and not src_lines:
         raise ValueError("src_lines must hold at least one token list, got an empty list")
-    X, valid_len = build_array_nmt(src_lines, src_vocab, num_steps)
-    X, valid_len = X.as_in_ctx(device), valid_len.as_in_ctx(device)
-    state = net.decoder.init_state(net.encoder(X, valid_len), valid_len)
-    return state, valid_len
+    X, valid_lens = build_array_nmt(src_lines, src_vocab, num_steps)
+    X, valid_lens = X.as_in_ctx(device), valid_lens.as_in_ctx(device)
+    state = net.decoder.init_state(net.encoder(X, valid_lens), valid_lens)
+    return state, valid_lens
 
 
-def _step(net, tokens, state):
+def _step(net, tokens, state, vocab_size):
     """Feed one token per row: (batch,) ids -> (log-probabilities (batch, vocab), state,
-    weights (batch, source steps) or None)."""
+    weights (batch, source steps) or None). ``vocab_size``: that of tgt_vocab, which must
+    be the decoder's."""
     logits, state = net.decoder(tokens.reshape(-1, 1), state)
+    if logits.shape[-1] != vocab_size:
+        raise ValueError(f"tgt_vocab must have the {logits.shape[-1]} tokens the decoder "
+                         f"predicts, got {vocab_size}")
     weights = getattr(net.decoder, "attention_weights", None)
     weights = None if weights is None else weights[:, 0]
     return npx.log_softmax(logits[:, 0], axis=-1), state, weights
@@ -41,31 +45,31 @@ def greedy_search(net, src_lines, src_vocab, tgt_vocab, num_steps, device):
     attention).
     """
     num_steps = check_int("num_steps", num_steps, minimum=1)
-    state, src_valid_len = _encode(net, src_lines, src_vocab, num_steps, device, tgt_vocab)
+    state, src_valid_lens = _encode(net, src_lines, src_vocab, num_steps, device, tgt_vocab)
     batch, eos = len(src_lines), tgt_vocab["<eos>"]
     tokens = np.full((batch,), tgt_vocab["<bos>"], dtype="int32", ctx=device)
     outputs, weights = [], []
     for _ in range(num_steps):
-        log_probs, state, step_weights = _step(net, tokens, state)
+        log_probs, state, step_weights = _step(net, tokens, state, len(tgt_vocab))
         tokens = log_probs.argmax(axis=-1).astype("int32")
         outputs.append(tokens.asnumpy())
         weights.append(None if step_weights is None else step_weights.asnumpy())
         if all(eos in column for column in zip(*outputs)):
             break
-    return _finish(outputs, weights, src_valid_len.asnumpy(), tgt_vocab)
+    return _finish(outputs, weights, src_valid_lens.asnumpy(), tgt_vocab)
 
 
-def _finish(outputs, weights, src_valid_len, tgt_vocab):
+def _finish(outputs, weights, src_valid_lens, tgt_vocab):
     eos = tgt_vocab["<eos>"]
     translations, alignments = [], []
-    for row in range(len(src_valid_len)):
+    for row in range(len(src_valid_lens)):
         ids = [int(step[row]) for step in outputs]
         length = ids.index(eos) if eos in ids else len(ids)
         translations.append(tgt_vocab.to_tokens(ids[:length]))
         if weights[0] is not None:
             # Rows for the tokens and the final <eos>, columns for the real source steps.
             rows = [w[row] for w in weights[:length + 1]]
-            alignments.append(onp.stack(rows)[:, :int(src_valid_len[row])])
+            alignments.append(onp.stack(rows)[:, :int(src_valid_lens[row])])
     return translations, (alignments if weights[0] is not None else None)
 
 
@@ -107,14 +111,14 @@ def beam_search(net, src_tokens, src_vocab, tgt_vocab, num_steps, device, beam_s
     num_steps = check_int("num_steps", num_steps, minimum=1)
     beam_size = check_int("beam_size", beam_size, minimum=1)
     alpha = check_real("alpha", alpha, minimum=0)
-    state, src_valid_len = _encode(net, [src_tokens], src_vocab, num_steps, device,
+    state, src_valid_lens = _encode(net, [src_tokens], src_vocab, num_steps, device,
                                    tgt_vocab)
-    src_len = int(src_valid_len[0])
+    src_len = int(src_valid_lens[0])
     # Each live beam: (log-probability, token ids, weight rows). Start with one, <bos>.
     beams, finished = [(0.0, [tgt_vocab["<bos>"]], [])], []
     for _ in range(num_steps):
         tokens = np.array([ids[-1] for _, ids, _ in beams], dtype="int32", ctx=device)
-        log_probs, state, weights = _step(net, tokens, state)
+        log_probs, state, weights = _step(net, tokens, state, len(tgt_vocab))
         weights = None if weights is None else weights.asnumpy()[:, :src_len]
         beams, parents, ended = beam_step(beams, log_probs.asnumpy(), weights, beam_size,
                                           tgt_vocab["<eos>"], alpha)
@@ -138,6 +142,9 @@ def predict_seq2seq(net, src_sentence, src_vocab, tgt_vocab, num_steps, device, 
     None): one row per decoding step (each token, and <eos> if it was emitted within
     ``num_steps``), one column per source token and the source's <eos>.
     """
+    if not isinstance(src_sentence, (str, list, tuple)):
+        raise TypeError(f"src_sentence must be a str or a list of str tokens, got "
+                        f"{type(src_sentence).__name__}")
     tokens = src_sentence.split() if isinstance(src_sentence, str) else list(src_sentence)
     if check_int("beam_size", beam_size, minimum=1) == 1:
         (translation,), weights = greedy_search(net, [tokens], src_vocab, tgt_vocab,

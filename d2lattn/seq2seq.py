@@ -9,13 +9,14 @@ RNN states (layers, batch, hidden).
 """
 import pathlib
 
+import numpy as onp
 from mxnet import cpu, np
 from mxnet.gluon import nn, rnn
 
-from ._checks import (check_context, check_int, check_token_ids, check_tokens,
-                      read_json_object)
+from ._checks import (check_array, check_context, check_int, check_integers, check_lengths,
+                      check_ndarray, check_token_ids, read_json_object)
 from .attention import AdditiveAttention
-from .checkpoint import load_parameters
+from .checkpoint import load_parameters, required_entries
 
 
 class Encoder(nn.Block):
@@ -59,9 +60,9 @@ class EncoderDecoder(nn.Block):
         self.encoder = encoder
         self.decoder = decoder
 
-    def forward(self, enc_X, dec_X, enc_valid_len=None):
-        enc_outputs = self.encoder(enc_X, enc_valid_len)
-        state = self.decoder.init_state(enc_outputs, enc_valid_len)
+    def forward(self, enc_X, dec_X, enc_valid_lens=None):
+        enc_outputs = self.encoder(enc_X, enc_valid_lens)
+        state = self.decoder.init_state(enc_outputs, enc_valid_lens)
         return self.decoder(dec_X, state)
 
 
@@ -93,15 +94,16 @@ class Seq2SeqEncoder(Encoder, nn.HybridBlock):
                 self.backward_rnns.add(rnn.GRU(num_hiddens, layout="NTC"))
         self.dropout = nn.Dropout(dropout)  # its graph node obeys autograd's training mode
 
-    def forward(self, X, valid_len=None):
-        check_tokens("X", X, valid_len)
+    def forward(self, X, valid_lens=None):
         check_token_ids("X", X, self.embedding)
-        if valid_len is None:  # one input format for the cached graph: always lengths
-            valid_len = np.full(X.shape[:1], X.shape[1], ctx=X.ctx)
-        return nn.HybridBlock.forward(self, X, valid_len)
+        if valid_lens is None:  # one input format for the cached graph: always lengths
+            valid_lens = np.full(X.shape[:1], X.shape[1], ctx=X.ctx)
+        else:
+            check_lengths("valid_lens", valid_lens, *X.shape, f" (X has {X.shape[1]} steps)")
+        return nn.HybridBlock.forward(self, X, valid_lens)
 
-    def hybrid_forward(self, F, X, valid_len):
-        lengths = F.np.maximum(valid_len.astype("float32"), 1)  # a length of 0 counts as 1
+    def hybrid_forward(self, F, X, valid_lens):
+        lengths = F.np.maximum(valid_lens.astype("float32"), 1)  # a length of 0 counts as 1
         steps = F.npx.arange_like(X, axis=1).astype("float32").reshape(1, -1)
         last = F.np.expand_dims(steps == lengths.reshape(-1, 1) - 1, -1)  # (batch, steps, 1)
         outputs, states = self.embedding(X), []
@@ -144,6 +146,7 @@ class Seq2SeqDecoder(Decoder, nn.HybridBlock):
 
     def __init__(self, vocab_size, embed_size, num_hiddens, num_layers, dropout=0, **kwargs):
         super().__init__(**kwargs)
+        self.num_hiddens, self.num_layers = num_hiddens, num_layers
         self.embedding = nn.Embedding(vocab_size, embed_size)
         self.rnn = rnn.GRU(num_hiddens, num_layers, dropout=dropout, layout="NTC")
         self.dense = nn.Dense(vocab_size, flatten=False)
@@ -154,7 +157,14 @@ class Seq2SeqDecoder(Decoder, nn.HybridBlock):
 
     def forward(self, X, state):
         check_token_ids("X", X, self.embedding)
+        _check_state(state, self._state_shapes(X))
         return nn.HybridBlock.forward(self, X, state)
+
+    def _state_shapes(self, X):
+        """The parts of the state for the batch of X: {name: (shape, batch axis, dtype)}."""
+        batch, dtype = X.shape[0], self.embedding.weight.dtype
+        return {"context": ((batch, self.num_hiddens), 0, dtype),
+                "hidden": ((self.num_layers, batch, self.num_hiddens), 1, dtype)}
 
     def hybrid_forward(self, F, X, state):
         context, hidden = state
@@ -166,6 +176,7 @@ class Seq2SeqDecoder(Decoder, nn.HybridBlock):
 
     def reorder_state(self, state, indices):
         context, hidden = state
+        _check_indices(indices, hidden.shape[1])
         return context[indices], hidden[:, indices]
 
 
@@ -176,45 +187,85 @@ class Seq2SeqAttentionDecoder(AttentionDecoder):
     outputs (batch, src steps, h, or 2h from a bidirectional encoder), masked beyond each
     source's valid length. The context and the embedded input token feed the GRU; the
     context also feeds the output layer. ``attention`` defaults to additive attention.
-    state = (enc_outputs, hidden (layers, batch, h), enc_valid_len).
+    state = (enc_outputs, hidden (layers, batch, h), enc_valid_lens).
     """
 
     def __init__(self, vocab_size, embed_size, num_hiddens, num_layers, dropout=0,
                  attention=None, **kwargs):
         super().__init__(**kwargs)
+        self.num_hiddens, self.num_layers = num_hiddens, num_layers
         self.attention = attention or AdditiveAttention(num_hiddens, dropout)
         self.embedding = nn.Embedding(vocab_size, embed_size)
         self.rnn = rnn.GRU(num_hiddens, num_layers, dropout=dropout, layout="NTC")
         self.dense = nn.Dense(vocab_size, flatten=False)
         self._attention_weights = []
 
-    def init_state(self, enc_outputs, enc_valid_len=None):
+    def init_state(self, enc_outputs, enc_valid_lens=None):
         outputs, hidden = enc_outputs
-        return outputs, hidden, enc_valid_len
+        return outputs, hidden, enc_valid_lens
 
     def forward(self, X, state):
-        enc_outputs, hidden, enc_valid_len = state
         check_token_ids("X", X, self.embedding)
+        _check_state(state, self._state_shapes(X))
+        enc_outputs, hidden, enc_valid_lens = state
         embs = self.embedding(X)
         outputs, self._attention_weights = [], []
         for t in range(X.shape[1]):
             query = np.expand_dims(hidden[-1], axis=1)
-            context = self.attention(query, enc_outputs, enc_outputs, enc_valid_len)
+            context = self.attention(query, enc_outputs, enc_outputs, enc_valid_lens)
             step = np.concatenate((context, embs[:, t:t + 1]), axis=-1)
             out, (hidden,) = self.rnn(step, [hidden])
             outputs.append(np.concatenate((out, context), axis=-1))
             self._attention_weights.append(self.attention.attention_weights)
         logits = self.dense(np.concatenate(outputs, axis=1))
-        return logits, (enc_outputs, hidden, enc_valid_len)
+        return logits, (enc_outputs, hidden, enc_valid_lens)
+
+    def _state_shapes(self, X):
+        """The parts of the state for the batch of X: {name: (shape, batch axis, dtype)}."""
+        batch, dtype = X.shape[0], self.embedding.weight.dtype
+        return {"enc_outputs": ((batch, "source steps", "width"), 0, dtype),
+                "hidden": ((self.num_layers, batch, self.num_hiddens), 1, dtype),
+                "enc_valid_lens": ((batch,), 0, None)}
 
     def reorder_state(self, state, indices):
-        enc_outputs, hidden, enc_valid_len = state
-        valid = None if enc_valid_len is None else enc_valid_len[indices]
+        enc_outputs, hidden, enc_valid_lens = state
+        _check_indices(indices, hidden.shape[1])
+        valid = None if enc_valid_lens is None else enc_valid_lens[indices]
         return enc_outputs[indices], hidden[:, indices], valid
 
     @property
     def attention_weights(self):
         return np.concatenate(self._attention_weights, axis=1)
+
+
+def _check_state(state, parts):
+    """Raise unless ``state`` is the tuple of arrays ``parts`` names, ``{name: (shape,
+    batch axis, dtype)}`` in order: a str in a shape is an axis of any size, a dtype of
+    None any dtype; "enc_valid_lens" may be None."""
+    if not isinstance(state, tuple) or len(state) != len(parts):
+        size = f" of {len(state)}" if isinstance(state, (tuple, list)) else ""
+        raise TypeError(f"state must be the tuple ({', '.join(parts)}) of init_state, got "
+                        f"{type(state).__name__}{size}")
+    for (name, (shape, axis, dtype)), array in zip(parts.items(), state):
+        if array is None and name == "enc_valid_lens":
+            continue
+        check_ndarray(f"state's {name}", array)
+        if array.ndim == len(shape) and array.shape[axis] != shape[axis]:
+            raise ValueError(f"state is for a batch of {array.shape[axis]} (its {name} has "
+                             f"shape {array.shape}), X has {shape[axis]} rows")
+        if array.ndim != len(shape) or any(isinstance(want, int) and want != got
+                                           for want, got in zip(shape, array.shape)):
+            wanted = ", ".join(map(str, shape)) + ("," if len(shape) == 1 else "")
+            raise ValueError(f"state's {name} must have shape ({wanted}), got {array.shape}")
+        if dtype is not None and array.dtype != dtype:
+            raise ValueError(f"state's {name} must be {onp.dtype(dtype).name}, the dtype of "
+                             f"the decoder's parameters, got {onp.dtype(array.dtype).name}")
+
+
+def _check_indices(indices, batch):
+    """Raise unless ``indices`` (beams,) are rows of a state's batch of ``batch``."""
+    check_array("indices", indices, 1, "(beams,) row indices")
+    check_integers("indices", indices, 0, batch - 1, f" (rows of the state's batch of {batch})")
 
 
 # --- Chapter 3's three models, trained by tools/nmt_runs.py -------------------------------------
@@ -235,22 +286,26 @@ def seq2seq_model(decoder, src_vocab_size, tgt_vocab_size, embed_size, num_hidde
         decoders[decoder](tgt_vocab_size, embed_size, num_hiddens, num_layers))
 
 
-def load_nmt_run(name, path=NMT_RUNS, ctx=None):
+def load_nmt_run(name, path=NMT_RUNS, device=None):
     """Chapter 3's trained model ``name`` ("plain", "wide" or "attention"), stored by
-    ``tools/nmt_runs.py``: ``(net, record)``, the net's parameters in float32 on ``ctx``
+    ``tools/nmt_runs.py``: ``(net, record)``, the net's parameters in float32 on ``device``
     (default: the CPU) and ``record`` the JSON record of all runs (``record["models"][name]``
     holds the model's sizes and per-epoch losses)."""
     path = pathlib.Path(path)
-    ctx = cpu() if ctx is None else check_context("ctx", ctx)
-    record = read_json_object(path.with_name(path.name + ".json"))
-    if name not in record["models"]:
+    device = cpu() if device is None else check_context("device", device)
+    file = path.with_name(path.name + ".json")
+    record = required_entries(file, read_json_object(file), ["models", "settings"])
+    if name not in required_entries(file, record["models"], [], "models"):
         raise ValueError(f"name must be one of {sorted(record['models'])}, got {name!r}")
-    model, settings = record["models"][name], record["settings"]
+    model = required_entries(file, record["models"][name], ["decoder", "num_hiddens"],
+                             f"settings of {name!r}")
+    settings = required_entries(file, record["settings"], [
+        "src_vocab_size", "tgt_vocab_size", "embed_size", "num_layers"], "settings")
     net = seq2seq_model(model["decoder"], settings["src_vocab_size"],
                         settings["tgt_vocab_size"], settings["embed_size"],
                         model["num_hiddens"], settings["num_layers"])
-    net.initialize(ctx=ctx)
-    tokens = np.ones((1, 1), dtype="int32", ctx=ctx)
-    net(tokens, tokens, np.ones((1,), dtype="int32", ctx=ctx))  # infers the deferred shapes
+    net.initialize(ctx=device)
+    tokens = np.ones((1, 1), dtype="int32", ctx=device)
+    net(tokens, tokens, np.ones((1,), dtype="int32", ctx=device))  # infers the deferred shapes
     load_parameters(net, path.with_name(f"{path.name}_{name}.safetensors"))
     return net, record

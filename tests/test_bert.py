@@ -178,7 +178,7 @@ def test_the_name_map_covers_every_parameter_once():
 def test_a_written_checkpoint_loads_back_to_the_same_outputs(tmp_path, cpu1):
     encoder = make_encoder()
     write_checkpoint(tmp_path, encoder)
-    loaded, tokenizer = load_pretrained(tmp_path, ctx=cpu1)
+    loaded, tokenizer = load_pretrained(tmp_path, device=cpu1)
     tokens, segments, lens = batch()
     out = loaded(*(a.as_in_ctx(cpu1) for a in (tokens, segments, lens)))
     assert out.ctx == cpu1
@@ -195,6 +195,18 @@ def test_a_written_checkpoint_loads_back_to_the_same_outputs(tmp_path, cpu1):
                         np.array([segs], dtype="int32", ctx=cpu1)).asnumpy()[0]
         mean = hidden.mean(axis=0)
         onp.testing.assert_allclose(embedding, mean / onp.linalg.norm(mean), rtol=1e-5, atol=1e-6)
+
+
+def test_sentence_embeddings_want_a_list_of_str(tmp_path):
+    write_checkpoint(tmp_path, make_encoder())
+    encoder, tokenizer = load_pretrained(tmp_path)
+    with pytest.raises(TypeError, match=r"sentences must be a list of str, got ndarray"):
+        sentence_embeddings(encoder, tokenizer, onp.array(["the river", "the bank"]))
+    with pytest.raises(TypeError, match=r"sentences\[1\] must be a str, got bytes"):
+        sentence_embeddings(encoder, tokenizer, ["the river", b"the bank"])
+    with pytest.raises(ValueError, match=r"sentences must hold at least one sentence, got \[\]"):
+        sentence_embeddings(encoder, tokenizer, [])
+    assert sentence_embeddings(encoder, tokenizer, ("the river", "a bank")).shape == (2, D)
 
 
 def test_broken_checkpoints_give_clear_errors(tmp_path):
@@ -227,7 +239,7 @@ def test_broken_checkpoints_give_clear_errors(tmp_path):
         load_pretrained(tmp_path / "relu")
     write_checkpoint(tmp_path / "corrupt", encoder, good)
     (tmp_path / "corrupt" / "model.safetensors").write_bytes(b"\x10\x00\x00\x00garbage")
-    with pytest.raises(ValueError, match="model.safetensors is not a readable safetensors file"):
+    with pytest.raises(ValueError, match="model.safetensors is not a safetensors file"):
         load_pretrained(tmp_path / "corrupt")
     write_checkpoint(tmp_path / "novocab", encoder, good)
     (tmp_path / "novocab" / "vocab.txt").unlink()
@@ -235,6 +247,12 @@ def test_broken_checkpoints_give_clear_errors(tmp_path):
         load_pretrained(tmp_path / "novocab")
     with pytest.raises(FileNotFoundError, match="has no config.json"):
         load_pretrained(tmp_path / "nothing-here")
+    short = {key: value for key, value in CONFIG.items()
+             if key not in ("hidden_size", "num_attention_heads")}
+    write_checkpoint(tmp_path / "short", encoder, good, short)
+    with pytest.raises(ValueError, match=r"short/config.json lacks the settings "
+                                         r"\['hidden_size', 'num_attention_heads'\]"):
+        load_pretrained(tmp_path / "short")
 
 
 # --- The real checkpoint against the reference implementation -------------------------------------
@@ -306,7 +324,7 @@ def test_minilm_equals_the_reference_implementation_live(minilm, reference):
 
 def test_sentence_embeddings_rejects_bad_input(minilm):
     encoder, tokenizer = minilm
-    with pytest.raises(ValueError, match="sentences must be a non-empty list of str, got 'a b'"):
+    with pytest.raises(TypeError, match="sentences must be a list of str, got str"):
         sentence_embeddings(encoder, tokenizer, "a b")
     with pytest.raises(ValueError, match="batch_size must be an int >= 1, got 0"):
         sentence_embeddings(encoder, tokenizer, ["a b"], batch_size=0)
@@ -437,7 +455,7 @@ def test_save_parameters_round_trips_through_load_small_bert(tmp_path, cpu1):
                 "num_heads": HEADS, "num_blks": BLKS, "dropout": 0.0, "max_len": MAX_LEN}
     (tmp_path / "small.json").write_text(json.dumps({"settings": settings}))
     save_parameters(net, tmp_path / "small.safetensors", dtype="float32")
-    loaded, record = load_small_bert(tmp_path / "small", ctx=cpu1)
+    loaded, record = load_small_bert(tmp_path / "small", device=cpu1)
     assert record == {"settings": settings}
     assert all(p.list_ctx() == [cpu1] for p in loaded.collect_params().values())
     _, mlm_again, nsp_again = loaded(*(a.as_in_ctx(cpu1)
@@ -454,3 +472,23 @@ def test_save_parameters_round_trips_through_load_small_bert(tmp_path, cpu1):
         load_small_bert(tmp_path / "half")
     with pytest.raises(FileNotFoundError, match="has no nothing.json"):
         load_small_bert(tmp_path / "nothing")
+
+
+def test_load_small_bert_names_the_missing_settings(tmp_path):
+    settings = {"vocab_size": VOCAB, "num_hiddens": D, "num_heads": HEADS, "dropout": 0.0}
+    (tmp_path / "small.json").write_text(json.dumps({"settings": settings}))
+    with pytest.raises(ValueError, match=r"small.json lacks the settings \['ffn_num_hiddens', "
+                                         r"'max_len', 'num_blks'\]"):
+        load_small_bert(tmp_path / "small")
+    (tmp_path / "small.json").write_text(json.dumps({"first_losses": []}))
+    with pytest.raises(ValueError, match=r"small.json lacks the entries \['settings'\]"):
+        load_small_bert(tmp_path / "small")
+    (tmp_path / "small.json").write_text(json.dumps({"settings": [1, 2]}))
+    with pytest.raises(ValueError, match=r"small.json: settings must be a JSON object, got "
+                                         r"list"):
+        load_small_bert(tmp_path / "small")
+
+
+def test_the_loaders_take_a_device_not_a_string(tmp_path):
+    with pytest.raises(TypeError, match="device must be an mxnet Context .* got 'cpu'"):
+        load_small_bert(device="cpu")

@@ -169,3 +169,20 @@ def test_bad_search_arguments(kwargs, message):
     with pytest.raises(ValueError, match=message):
         beam_search(table_net(), ["a"], VOCAB, VOCAB, args["num_steps"], mx.cpu(),
                     args["beam_size"])
+
+
+@pytest.mark.parametrize("beam_size", [1, 2])
+def test_a_target_vocabulary_of_another_size_than_the_decoders_is_refused(beam_size):
+    net = seq2seq_net()  # predicts len(VOCAB) = 7 tokens
+    bigger = Vocab(["a", "b", "c", "d"], reserved_tokens=["<pad>", "<bos>", "<eos>"])
+    with pytest.raises(ValueError, match=r"tgt_vocab must have the 7 tokens the decoder "
+                                         r"predicts, got 8"):
+        predict_seq2seq(net, "a b", VOCAB, bigger, 4, mx.cpu(), beam_size=beam_size)
+
+
+def test_a_source_sentence_that_is_no_text_is_refused():
+    with pytest.raises(TypeError, match=r"src_sentence must be a str or a list of str tokens, "
+                                        r"got int"):
+        predict_seq2seq(seq2seq_net(), 3, VOCAB, VOCAB, 4, mx.cpu())
+    translation, _ = predict_seq2seq(seq2seq_net(), ("a", "b"), VOCAB, VOCAB, 4, mx.cpu())
+    assert translation == predict_seq2seq(seq2seq_net(), "a b", VOCAB, VOCAB, 4, mx.cpu())[0]

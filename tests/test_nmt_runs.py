@@ -63,7 +63,7 @@ def test_loaded_models_have_the_stored_validation_loss(data, name, decoder_cls, 
     """The stored (float32) weights give the trained model's final validation loss, on any
     device."""
     _, val_iter, _, tgt_vocab = data
-    net, record = load_nmt_run(name, ctx=cpu1)
+    net, record = load_nmt_run(name, device=cpu1)
     assert isinstance(net.decoder, decoder_cls) and record == STORED
     assert net.encoder.num_hiddens == STORED["models"][name]["num_hiddens"]
     loss = d2lattn.seq2seq_loss(net, val_iter, tgt_vocab, cpu1)
@@ -74,8 +74,8 @@ def test_load_nmt_run_rejects_bad_names_contexts_and_files(tmp_path):
     with pytest.raises(ValueError, match=r"name must be one of \['attention', 'plain', "
                                          r"'wide'\], got 'big'"):
         load_nmt_run("big")
-    with pytest.raises(TypeError, match="ctx must be an mxnet Context"):
-        load_nmt_run("plain", ctx="cpu")
+    with pytest.raises(TypeError, match="device must be an mxnet Context"):
+        load_nmt_run("plain", device="cpu")
     path = tmp_path / "runs"
     shutil.copy(nmt_runs.OUTPUT, tmp_path / "runs.json")
     shutil.copy(f"{nmt_runs.NMT_RUNS}_wide.safetensors", tmp_path / "runs_plain.safetensors")
@@ -89,6 +89,19 @@ def test_load_nmt_run_rejects_bad_names_contexts_and_files(tmp_path):
         load_nmt_run("attention", path)
     with pytest.raises(FileNotFoundError):
         load_nmt_run("wide", path)
+    record = json.loads((tmp_path / "runs.json").read_text())
+    del record["settings"]["embed_size"], record["models"]["plain"]["num_hiddens"]
+    (tmp_path / "runs.json").write_text(json.dumps(record))
+    with pytest.raises(ValueError, match=r"runs.json lacks the settings of 'plain' "
+                                         r"\['num_hiddens'\]"):
+        load_nmt_run("plain", path)
+    record["models"]["plain"]["num_hiddens"] = 32
+    (tmp_path / "runs.json").write_text(json.dumps(record))
+    with pytest.raises(ValueError, match=r"runs.json lacks the settings \['embed_size'\]"):
+        load_nmt_run("plain", path)
+    (tmp_path / "runs.json").write_text(json.dumps({"settings": record["settings"]}))
+    with pytest.raises(ValueError, match=r"runs.json lacks the entries \['models'\]"):
+        load_nmt_run("plain", path)
 
 
 def test_full_first_epoch_of_the_plain_model_reproduces_the_stored_losses(data):

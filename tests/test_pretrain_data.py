@@ -7,6 +7,7 @@ import sys
 import numpy as onp
 import pydoc_data.topics
 import pytest
+from mxnet import np
 
 from d2lattn.data import pretrain
 from d2lattn.data.pretrain import (RESERVED_TOKENS, _get_mlm_data_from_tokens,
@@ -423,20 +424,34 @@ def test_unigram_distribution_by_hand():
 
 
 def test_token_kinds_by_hand():
-    # By count: the 3, , 2, a 2, b 1 (min_freq 1); ids 5 to 8 after '<unk>' and the reserved.
-    vocab = Vocab([["the", ",", "the", "a", "the", ",", "a", "b_2"]], 1, RESERVED_TOKENS)
-    assert vocab.to_tokens([5, 6, 7, 8]) == ["the", ",", "a", "b_2"]
-    kinds = token_kinds(vocab, [5, 6, 7, 8, UNK, SEP], num_frequent=2)
+    # By count (ties in token order): the 3, , 2, a 2, . 1, b_2 1, c 1 (min_freq 1); ids 5 to 10
+    # after '<unk>' and the reserved tokens. The words by count, punctuation left out: the, a,
+    # b_2, c.
+    vocab = Vocab([["the", ",", "the", "a", "the", ",", "a", "b_2", ".", "c"]], 1,
+                  RESERVED_TOKENS)
+    assert vocab.to_tokens([5, 6, 7, 8, 9, 10]) == ["the", ",", "a", ".", "b_2", "c"]
+    kinds = token_kinds(vocab, [5, 6, 7, 8, 9, 10, UNK, SEP], num_frequent=2)
     assert list(kinds) == ["punctuation", "2 most frequent words", "other words"]
-    assert kinds["punctuation"].tolist() == [False, True, False, False, False, False]
-    # ',' is the second most frequent token but no word: 'the' and 'a' are within the first 2
-    assert kinds["2 most frequent words"].tolist() == [True, False, False, False, False, False]
-    assert kinds["other words"].tolist() == [False, False, True, True, True, False]
+    assert kinds["punctuation"].tolist() == [False, True, False, True, False, False, False, False]
+    # ',' is the second most frequent token but no word: 'the' and 'a' are the first 2 words
+    assert kinds["2 most frequent words"].tolist() == [True, False, True, False, False, False,
+                                                       False, False]
+    assert kinds["other words"].tolist() == [False, False, False, False, True, True, True, False]
+    three = token_kinds(vocab, [9, 10], num_frequent=3)["3 most frequent words"]
+    assert three.tolist() == [True, False]  # b_2 is the third word, c the fourth
     assert token_kinds(vocab, [])["other words"].shape == (0,)
-    with pytest.raises(ValueError, match=r"ids must be a 1-D array of token ids in \[0, 9\)"):
-        token_kinds(vocab, [9])
+    with pytest.raises(ValueError, match=r"ids must be a 1-D array of token ids in \[0, 11\)"):
+        token_kinds(vocab, [11])
     with pytest.raises(ValueError, match="num_frequent must be an int >= 0, got -1"):
         token_kinds(vocab, [5], num_frequent=-1)
+
+
+def test_token_kinds_accepts_mxnet_ids():
+    vocab = Vocab([["the", ",", "the", "a"]], 1, RESERVED_TOKENS)
+    kinds = token_kinds(vocab, np.array([5, 6, 7], dtype="int32"), num_frequent=1)
+    assert kinds["punctuation"].tolist() == [False, True, False]
+    assert kinds["1 most frequent words"].tolist() == [True, False, False]
+    assert kinds["other words"].tolist() == [False, False, True]
 
 
 def test_unigram_distribution_of_the_corpus_matches_its_token_counts(bert_data, corpus):

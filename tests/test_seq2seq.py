@@ -52,11 +52,11 @@ def test_decoding_step_by_step_equals_one_call(decoder_cls, bidirectional):
     # Training calls the decoder once on the whole target; prediction calls it once per
     # token with the state carried over: both must give the same logits.
     net = make_net(decoder_cls, bidirectional=bidirectional)
-    X, valid_len, Y = tokens((2, 5)), np.array([5, 3], dtype="int32"), tokens((2, 4), seed=2)
-    enc = net.encoder(X, valid_len)
-    logits, _ = net.decoder(Y, net.decoder.init_state(enc, valid_len))
+    X, valid_lens, Y = tokens((2, 5)), np.array([5, 3], dtype="int32"), tokens((2, 4), seed=2)
+    enc = net.encoder(X, valid_lens)
+    logits, _ = net.decoder(Y, net.decoder.init_state(enc, valid_lens))
     assert logits.shape == (2, 4, VOCAB)
-    state, steps = net.decoder.init_state(enc, valid_len), []
+    state, steps = net.decoder.init_state(enc, valid_lens), []
     for t in range(4):
         step, state = net.decoder(Y[:, t:t + 1], state)
         steps.append(step.asnumpy())
@@ -66,8 +66,8 @@ def test_decoding_step_by_step_equals_one_call(decoder_cls, bidirectional):
 
 def test_attention_weights_mask_padding_and_sum_to_one():
     net = make_net()
-    X, valid_len = tokens((2, 5)), np.array([5, 2], dtype="int32")
-    net(X, tokens((2, 3)), valid_len)
+    X, valid_lens = tokens((2, 5)), np.array([5, 2], dtype="int32")
+    net(X, tokens((2, 3)), valid_lens)
     weights = net.decoder.attention_weights.asnumpy()
     assert weights.shape == (2, 3, 5)
     onp.testing.assert_allclose(weights.sum(axis=-1), 1, rtol=1e-5)
@@ -96,8 +96,8 @@ def test_plain_decoder_context_is_the_encoder_state_at_every_step():
 @pytest.mark.parametrize("decoder_cls", [Seq2SeqDecoder, Seq2SeqAttentionDecoder])
 def test_reorder_state_selects_batch_rows(decoder_cls):
     net = make_net(decoder_cls)
-    X, valid_len, Y = tokens((3, 5)), np.array([5, 2, 4], dtype="int32"), tokens((3, 2))
-    state = net.decoder.init_state(net.encoder(X, valid_len), valid_len)
+    X, valid_lens, Y = tokens((3, 5)), np.array([5, 2, 4], dtype="int32"), tokens((3, 2))
+    state = net.decoder.init_state(net.encoder(X, valid_lens), valid_lens)
     order = np.array([2, 2, 0], dtype="int32")
     picked, _ = net.decoder(Y[order], net.decoder.reorder_state(state, order))
     everything, _ = net.decoder(Y, state)
@@ -118,9 +118,9 @@ def test_gradients_reach_every_parameter(bidirectional):
     (Seq2SeqDecoder, False), (Seq2SeqAttentionDecoder, False), (Seq2SeqAttentionDecoder, True)])
 def test_models_run_on_cpu1(decoder_cls, bidirectional, cpu1):
     net = make_net(decoder_cls, ctx=cpu1, bidirectional=bidirectional)
-    X, valid_len = tokens((2, 5), ctx=cpu1), np.array([5, 3], dtype="int32", ctx=cpu1)
+    X, valid_lens = tokens((2, 5), ctx=cpu1), np.array([5, 3], dtype="int32", ctx=cpu1)
     with autograd.record():
-        logits, state = net(X, tokens((2, 3), ctx=cpu1), valid_len)
+        logits, state = net(X, tokens((2, 3), ctx=cpu1), valid_lens)
     assert logits.ctx == cpu1 and all(s.ctx == cpu1 for s in state if s is not None)
 
 
@@ -128,10 +128,10 @@ def test_encoder_rejects_bad_shapes():
     net = make_net()
     with pytest.raises(ValueError, match=r"X must be \(batch, steps\) token ids, got shape"):
         net.encoder(tokens((2, 3, 1)))
-    with pytest.raises(ValueError, match=r"valid_len must have shape \(2,\), got \(3,\)"):
+    with pytest.raises(ValueError, match=r"valid_lens must have shape \(2,\), got \(3,\)"):
         net.encoder(tokens((2, 3)), np.array([1, 2, 3]))
     for lengths in ([1, 4], [-1, 2], [1.5, 2]):  # longer than the 3 steps, negative, fractional
-        with pytest.raises(ValueError, match=r"valid_len must hold integers in \[0, 3\] \(X has "
+        with pytest.raises(ValueError, match=r"valid_lens must hold integers in \[0, 3\] \(X has "
                                              r"3 steps\), got \[(4|-1|1.5)"):
             net.encoder(tokens((2, 3)), np.array(lengths))
 
@@ -161,8 +161,8 @@ def test_reverse_within_matches_numpy_and_undoes_itself():
 @pytest.mark.parametrize("layers", [1, 2])
 def test_bidirectional_encoder_shapes_and_state_is_the_forward_direction(layers):
     net = make_net(layers=layers, bidirectional=True)
-    X, valid_len = tokens((3, 7)), np.array([7, 4, 1], dtype="int32")
-    outputs, state = net.encoder(X, valid_len)
+    X, valid_lens = tokens((3, 7)), np.array([7, 4, 1], dtype="int32")
+    outputs, state = net.encoder(X, valid_lens)
     assert outputs.shape == (3, 7, 2 * HIDDEN) and state.shape == (layers, 3, HIDDEN)
     for row, length in enumerate([7, 4, 1]):
         onp.testing.assert_allclose(state[-1, row].asnumpy(),
@@ -199,11 +199,11 @@ def test_backward_direction_equals_a_loop_from_the_last_real_token():
                                     atol=1e-7)
 
 
-def forward_and_grads(net, X, valid_len, Y):
+def forward_and_grads(net, X, valid_lens, Y):
     """Logits, encoder state and every parameter gradient of one recorded forward pass."""
     with autograd.record():
-        enc = net.encoder(X, valid_len)
-        logits, _ = net.decoder(Y, net.decoder.init_state(enc, valid_len))
+        enc = net.encoder(X, valid_lens)
+        logits, _ = net.decoder(Y, net.decoder.init_state(enc, valid_lens))
         (logits ** 2).sum().backward()
     return [logits.asnumpy(), enc[1].asnumpy()] + [
         p.grad().asnumpy().copy() for p in net.collect_params().values()]
@@ -220,11 +220,11 @@ def test_hybridized_blocks_equal_imperative(decoder_cls, layers, bidirectional, 
     net = make_net(decoder_cls, layers, ctx=ctx, bidirectional=bidirectional)
     X, Y = tokens((3, 6), ctx=ctx), tokens((3, 4), ctx=ctx, seed=2)
     cases = [np.array([6, 2, 0], dtype="int32", ctx=ctx), None]
-    imperative = [forward_and_grads(net, X, valid_len, Y) for valid_len in cases]
+    imperative = [forward_and_grads(net, X, valid_lens, Y) for valid_lens in cases]
     net.hybridize()
     for _ in range(2):  # the first call builds the graph, the second runs the cached one
-        for valid_len, expected in zip(cases, imperative):
-            for got, want in zip(forward_and_grads(net, X, valid_len, Y), expected):
+        for valid_lens, expected in zip(cases, imperative):
+            for got, want in zip(forward_and_grads(net, X, valid_lens, Y), expected):
                 onp.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-7)
     assert net.encoder._cached_op is not None
     if decoder_cls is Seq2SeqDecoder:
@@ -235,7 +235,7 @@ def test_hybridized_blocks_still_check_their_input():
     net = make_net(Seq2SeqDecoder)
     net.hybridize()
     net(tokens((2, 3)), tokens((2, 2)), np.array([3, 1], dtype="int32"))
-    with pytest.raises(ValueError, match=r"valid_len must hold integers in \[0, 3\]"):
+    with pytest.raises(ValueError, match=r"valid_lens must hold integers in \[0, 3\]"):
         net.encoder(tokens((2, 3)), np.array([1, 4]))
     with pytest.raises(ValueError, match=r"X must be \(batch, steps\) token ids"):
         net.encoder(tokens((2, 3, 1)))
@@ -277,10 +277,74 @@ def test_seq2seq_model_builds_the_chapter_models_and_rejects_unknown_decoders():
 def test_hybridized_encoder_keeps_the_models_dtype(dtype):
     net = make_net(Seq2SeqDecoder)
     net.cast(dtype)
-    X, valid_len = tokens((2, 4)), np.array([4, 2], dtype="int32")
-    expected = [a.asnumpy() for a in net.encoder(X, valid_len)]
+    X, valid_lens = tokens((2, 4)), np.array([4, 2], dtype="int32")
+    expected = [a.asnumpy() for a in net.encoder(X, valid_lens)]
     net.hybridize()
-    got = net.encoder(X, valid_len)
+    got = net.encoder(X, valid_lens)
     assert all(a.dtype == onp.dtype(dtype) for a in got)
     for a, b in zip(got, expected):
         onp.testing.assert_array_equal(a.asnumpy(), b)
+
+
+@pytest.mark.parametrize("decoder_cls", [Seq2SeqDecoder, Seq2SeqAttentionDecoder])
+@pytest.mark.parametrize("hybrid", [False, True])
+def test_decoders_refuse_a_state_of_another_batch(decoder_cls, hybrid):
+    net = make_net(decoder_cls)
+    if hybrid:
+        net.hybridize()
+    X, valid_lens = tokens((3, 5)), np.array([5, 2, 1], dtype="int32")
+    state = net.decoder.init_state(net.encoder(X, valid_lens), valid_lens)
+    first = "context" if decoder_cls is Seq2SeqDecoder else "enc_outputs"
+    with pytest.raises(ValueError, match=rf"state is for a batch of 3 \(its {first} has shape "
+                                         rf"\(3, .*\)\), X has 2 rows"):
+        net.decoder(tokens((2, 4)), state)
+    smaller = net.decoder.reorder_state(state, np.array([0, 2], dtype="int32"))
+    logits, _ = net.decoder(tokens((2, 4)), smaller)
+    assert logits.shape == (2, 4, VOCAB)
+
+
+def test_decoders_refuse_states_of_another_width_dtype_or_form():
+    plain = make_net(Seq2SeqDecoder).decoder
+    context, hidden = np.zeros((3, HIDDEN)), np.zeros((2, 3, HIDDEN))
+    Y = tokens((3, 2))
+    with pytest.raises(ValueError, match=r"state's context must have shape \(3, 6\), got "
+                                         r"\(3, 7\)"):
+        plain(Y, (np.zeros((3, HIDDEN + 1)), hidden))
+    with pytest.raises(ValueError, match=r"state's hidden must have shape \(2, 3, 6\), got "
+                                         r"\(1, 3, 6\)"):
+        plain(Y, (context, np.zeros((1, 3, HIDDEN))))
+    with pytest.raises(ValueError, match=r"state's hidden must be float32, the dtype of the "
+                                         r"decoder's parameters, got float16"):
+        plain(Y, (context, hidden.astype("float16")))
+    with pytest.raises(TypeError, match=r"state must be the tuple \(context, hidden\) of "
+                                        r"init_state, got list of 2"):
+        plain(Y, [context, hidden])
+    with pytest.raises(TypeError, match=r"state's hidden must be an mxnet.np.ndarray, got "
+                                        r"NoneType"):
+        plain(Y, (context, None))
+    attentive = make_net(Seq2SeqAttentionDecoder).decoder
+    outputs, lens = np.zeros((3, 5, HIDDEN)), np.array([5, 2, 1])
+    with pytest.raises(ValueError, match=r"state's hidden must have shape \(2, 3, 6\), got "
+                                         r"\(2, 3, 7\)"):
+        attentive(Y, (outputs, np.zeros((2, 3, HIDDEN + 1)), lens))
+    with pytest.raises(ValueError, match=r"state is for a batch of 2 \(its enc_valid_lens has "
+                                         r"shape \(2,\)\), X has 3 rows"):
+        attentive(Y, (outputs, hidden, np.array([5, 2])))
+    with pytest.raises(TypeError, match=r"state must be the tuple \(enc_outputs, hidden, "
+                                        r"enc_valid_lens\) of init_state, got tuple of 2"):
+        attentive(Y, (outputs, hidden))
+    logits, _ = attentive(Y, (outputs, hidden, None))  # no lengths: every step counts
+    assert logits.shape == (3, 2, VOCAB)
+
+
+@pytest.mark.parametrize("decoder_cls", [Seq2SeqDecoder, Seq2SeqAttentionDecoder])
+def test_reorder_state_refuses_rows_the_state_lacks(decoder_cls):
+    net = make_net(decoder_cls)
+    X, valid_lens = tokens((3, 5)), np.array([5, 2, 1], dtype="int32")
+    state = net.decoder.init_state(net.encoder(X, valid_lens), valid_lens)
+    with pytest.raises(ValueError, match=r"indices must hold integers in \[0, 2\] \(rows of "
+                                         r"the state's batch of 3\), got \[3"):
+        net.decoder.reorder_state(state, np.array([3, 0], dtype="int32"))
+    with pytest.raises(ValueError, match=r"indices must be \(beams,\) row indices, got shape "
+                                         r"\(1, 2\)"):
+        net.decoder.reorder_state(state, np.array([[1, 0]], dtype="int32"))

@@ -284,26 +284,27 @@ def neighbour_probs(bigram, before, after=None, unknown=(), exclude=()):
 
 
 def token_kinds(vocab, ids, num_frequent=50):
-    """The kind of each token id in ``ids`` (n,): ``{kind: (n,) bool}`` for the kinds
-    "punctuation" (no letter, digit or ``_``), the ``num_frequent`` "most frequent words" of
-    ``vocab``'s training text and "other words" ('<unk>', a word too rare for the vocabulary,
-    included). Reserved tokens belong to no kind."""
+    """The kind of each token id in ``ids`` (n,) (a list, NumPy or MXNet array):
+    ``{kind: (n,) bool}`` for the kinds "punctuation" (no letter, digit or ``_``), the
+    ``num_frequent`` "most frequent words" of ``vocab``'s training text (the first
+    ``num_frequent`` words by count, punctuation not counted) and "other words" ('<unk>', a
+    word too rare for the vocabulary, included). Reserved tokens belong to no kind."""
     _check_vocab(vocab)
     ids = _check_ids("ids", ids, len(vocab))
     num_frequent = check_int("num_frequent", num_frequent, minimum=0)
-    rank = ids - (1 + len(RESERVED_TOKENS))  # ids after the reserved ones go by count
-    tokens = vocab.to_tokens(ids.tolist())
-    is_word = onp.array([any(c.isalnum() or c == "_" for c in token) for token in tokens],
-                        dtype=bool).reshape(ids.shape) & (rank >= 0)
-    unk = ids == vocab.unk
-    return {"punctuation": (rank >= 0) & ~is_word,
-            f"{num_frequent} most frequent words": is_word & (rank < num_frequent),
-            "other words": (is_word & (rank >= num_frequent)) | unk}
+    normal = onp.arange(len(vocab)) > len(RESERVED_TOKENS)  # ids after the reserved ones
+    is_word = normal & onp.array([any(c.isalnum() or c == "_" for c in token)
+                                  for token in vocab.idx_to_token], dtype=bool)
+    word_rank = onp.cumsum(is_word) - 1  # ids after the reserved ones go by count
+    frequent = is_word & (word_rank < num_frequent)
+    return {"punctuation": (normal & ~is_word)[ids],
+            f"{num_frequent} most frequent words": frequent[ids],
+            "other words": (is_word & ~frequent)[ids] | (ids == vocab.unk)}
 
 
 def _check_ids(name, ids, size):
-    """``ids`` as a 1-D int64 NumPy array of ids in [0, size)."""
-    ids = onp.asarray(ids)
+    """``ids`` (a list, NumPy or MXNet array) as a 1-D int64 NumPy array of ids in [0, size)."""
+    ids = ids.asnumpy() if isinstance(ids, np.ndarray) else onp.asarray(ids)
     if ids.size == 0:
         return onp.zeros(0, dtype=onp.int64)
     if ids.ndim != 1 or not onp.issubdtype(ids.dtype, onp.integer) or ids.min() < 0 \
