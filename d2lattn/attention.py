@@ -352,7 +352,7 @@ def split_heads(F, X, num_heads):
     """:func:`transpose_qkv` without its checks, in either mode of F: (batch, n, h * p) ->
     (batch * h, n, p). The first reshape only relabels feature i * p + j as feature j of
     head i; the transpose moves the heads next to the batch; the last reshape merges them."""
-    X = transpose(F.npx.reshape(X, (-2, -2, num_heads, -1)), (0, 2, 1, 3))
+    X = transpose(F.npx.reshape(X, (-2, -2, -6, num_heads, -1)), (0, 2, 1, 3))
     return F.npx.reshape(X, (-5, -2, -2))
 
 
@@ -472,26 +472,28 @@ class MultiHeadAttention(gluon.nn.HybridBlock):
 
     def hybrid_forward(self, F, queries, keys, values, valid_lens):
         keys, values = without_padding(F, keys, values, valid_lens)
+        q = split_heads(F, self.W_q(queries), self.num_heads)
         k = split_heads(F, self.W_k(keys), self.num_heads)
         v = split_heads(F, self.W_v(values), self.num_heads)
-        return self.attend(F, queries, k, v, valid_lens)
+        return self.attend(F, q, k, v, valid_lens)
 
-    def attend(self, F, queries, k, v, valid_lens):
-        """``queries`` (batch, queries, q) attend in every head to per-head keys and values
-        ``k``, ``v`` (batch * num_heads, keys, p), already projected and split."""
-        q = split_heads(F, self.W_q(queries), self.num_heads)
+    def attend(self, F, q, k, v, valid_lens):
+        """Per-head queries ``q`` (batch * num_heads, queries, p) attend to per-head keys
+        and values ``k``, ``v`` (batch * num_heads, keys, p), as split by :func:`split_heads`;
+        the heads' outputs are merged and mixed by ``W_o``."""
         out = self.attention(q, k, v, F.np.repeat(valid_lens, self.num_heads, axis=0))
         return self.W_o(merge_heads(F, out, self.num_heads))
 
     def cached(self, F, queries, keys, values, valid_lens, cache_k, cache_v):
         """The call with a key/value cache: this call's keys and values are projected and
         appended to the cached ``cache_k``, ``cache_v`` (batch * num_heads, steps, p), and
-        the queries attend to them all. Returns (output, keys, values), the keys and values
-        to cache."""
+        the queries attend to them all. Keys and values with 0 positions leave the cache as
+        it is. Returns (output, keys, values), the keys and values to cache."""
+        q = split_heads(F, self.W_q(queries), self.num_heads)
         k = F.np.concatenate([cache_k, split_heads(F, self.W_k(keys), self.num_heads)], axis=1)
         v = F.np.concatenate([cache_v, split_heads(F, self.W_v(values), self.num_heads)],
                              axis=1)
-        return self.attend(F, queries, k, v, valid_lens), k, v
+        return self.attend(F, q, k, v, valid_lens), k, v
 
     def init_cache(self):
         """An empty :class:`KVCache` for this layer."""
@@ -507,8 +509,6 @@ class MultiHeadAttention(gluon.nn.HybridBlock):
         cache_k, cache_v = check_cache(cache, self).arrays(queries.shape[0], queries)
         lens = self.check_call(queries, keys, values, valid_lens, cache.steps)
         with checked_call():
-            if keys.shape[1] == 0:  # nothing to project: attend to the cache as it is
-                return self.attend(nd, queries, cache_k, cache_v, lens)
             out, k, v = self.cached(nd, queries, keys, values, lens, cache_k, cache_v)
         cache.append(k, v, keys.shape[1])
         return out

@@ -20,7 +20,7 @@ from ._checks import (check_bool, check_int, check_ndarray, check_positive, chec
                       check_width)
 from ._ops import (Dense, Dropout, LayerNorm, checked, checked_call, is_symbol, on_rows,
                    unused_parameters_allowed)
-from .attention import MultiHeadAttention, lengths, split_heads, without_padding
+from .attention import MultiHeadAttention, lengths, without_padding
 from .positional import PositionalEncoding
 from .seq2seq import AttentionDecoder, Encoder
 
@@ -183,14 +183,14 @@ class TransformerDecoderBlock(nn.HybridBlock):
     """Block ``i`` of the decoder: causal self-attention, encoder-decoder attention, FFN.
 
     forward(X (batch, steps, num_hiddens), state) -> (same shape as X, state), with
-    state = (enc_outputs (batch, src steps, num_hiddens), enc_valid_lens None or (batch,),
-    caches, offset) as :meth:`TransformerDecoder.init_state` makes it. ``X[:, j]`` is the
-    token at position offset + j: it attends to the keys at positions 0..offset + j, those
-    in ``caches[i].self_attention`` (a :class:`~d2lattn.attention.KVCache` of the projected
-    keys and values of earlier calls) and those of X up to itself. Encoder-decoder attention
-    attends to ``caches[i].cross_keys`` and ``.cross_values``, the encoder outputs projected
-    once by ``init_state``, and skips source padding. The returned state holds a new
-    ``caches[i]``; the given state is left unchanged.
+    state = (enc_outputs (batch, src steps, num_hiddens), enc_valid_lens (batch,), caches,
+    offset) as :meth:`TransformerDecoder.init_state` makes it. ``X[:, j]`` is the token at
+    position offset + j: it attends to the keys at positions 0..offset + j, those in
+    ``caches[i].self_attention`` (a :class:`~d2lattn.attention.KVCache` of the projected keys
+    and values of earlier calls) and those of X up to itself. Encoder-decoder attention skips
+    source padding; it projects the encoder outputs on the first call and keeps them in
+    ``caches[i].cross_attention``. The returned state holds a new ``caches[i]``; the given
+    state is left unchanged.
 
     ``hybridize()`` makes every call one cached graph (:meth:`hybrid_forward`) that takes
     and returns the cached keys and values: the same computation; the attentions'
@@ -208,18 +208,26 @@ class TransformerDecoderBlock(nn.HybridBlock):
         self.ffn = PositionWiseFFN(ffn_num_hiddens, num_hiddens)
         self.addnorm3 = AddNorm(dropout, pre_norm)
 
-    def hybrid_forward(self, F, X, self_k, self_v, cross_k, cross_v, causal_lens, enc_lens):
-        """The block's computation -> (output, self-attention keys and values to cache)."""
-        cached = {}
+    def hybrid_forward(self, F, X, causal_lens, self_k, self_v, enc, enc_lens, cross_k,
+                       cross_v):
+        """The block's computation -> (output, then the self-attention's and the
+        cross-attention's keys and values to cache). ``enc``: the encoder outputs, or 0 of
+        their positions once ``cross_k`` and ``cross_v`` hold them projected."""
+        kv = {}
 
         def self_attention(Z):
-            out, cached["k"], cached["v"] = self.attention1.cached(F, Z, Z, Z, causal_lens,
-                                                                   self_k, self_v)
+            out, kv["self_k"], kv["self_v"] = self.attention1.cached(
+                F, Z, Z, Z, causal_lens, self_k, self_v)
+            return out
+
+        def cross_attention(Z):
+            out, kv["cross_k"], kv["cross_v"] = self.attention2.cached(
+                F, Z, enc, enc, enc_lens, cross_k, cross_v)
             return out
         Y = self.addnorm1.wrap(X, self_attention)
-        Y = self.addnorm2.wrap(Y, lambda Z: self.attention2.attend(F, Z, cross_k, cross_v,
-                                                                   enc_lens))
-        return self.addnorm3.wrap(Y, self.ffn), cached["k"], cached["v"]
+        Y = self.addnorm2.wrap(Y, cross_attention)
+        return (self.addnorm3.wrap(Y, self.ffn), kv["self_k"], kv["self_v"], kv["cross_k"],
+                kv["cross_v"])
 
     def forward(self, X, state):
         if is_symbol(X):
@@ -230,30 +238,29 @@ class TransformerDecoderBlock(nn.HybridBlock):
         self.attention1.check_call(X, X, X)  # and forget the last weights
         self.attention2.check_call(X, enc_outputs, enc_outputs)
         self_k, self_v = cache.self_attention.arrays(X.shape[0], X)
-        with unused_parameters_allowed(), checked_call():  # cross W_k, W_v act in init_state
-            Y, k, v = super().forward(X, self_k, self_v, cache.cross_keys, cache.cross_values,
-                                      _causal_lens(X, self_k.shape[1]), enc_lens)
-        new = copy.copy(cache)
-        new.self_attention = copy.copy(cache.self_attention)
-        new.self_attention.append(k, v, X.shape[1])
+        cross_k, cross_v = cache.cross_attention.arrays(X.shape[0], X)
+        enc = enc_outputs[:, :0] if cross_k.shape[1] else enc_outputs  # projected once
+        with checked_call():
+            Y, *kv = super().forward(X, _causal_lens(X, self_k.shape[1]), self_k, self_v, enc,
+                                     enc_lens, cross_k, cross_v)
+        new = DecoderCache(copy.copy(cache.self_attention), copy.copy(cache.cross_attention))
+        new.self_attention.append(kv[0], kv[1], X.shape[1])
+        new.cross_attention.append(kv[2], kv[3], enc.shape[1])
         return Y, (enc_outputs, enc_lens, caches[:self.i] + [new] + caches[self.i + 1:], offset)
 
 
 class DecoderCache:
-    """What one decoder block keeps between calls: ``self_attention``, the
-    :class:`~d2lattn.attention.KVCache` of its self-attention, and ``cross_keys``,
-    ``cross_values`` (batch * num_heads, src steps, p), the encoder outputs projected once
-    by its encoder-decoder attention."""
+    """What one decoder block keeps between calls: the :class:`~d2lattn.attention.KVCache`
+    of its self-attention, ``self_attention``, and of its encoder-decoder attention,
+    ``cross_attention`` (the encoder outputs projected on the first call)."""
 
-    def __init__(self, self_attention, cross_keys, cross_values):
-        self.self_attention = self_attention
-        self.cross_keys, self.cross_values = cross_keys, cross_values
+    def __init__(self, self_attention, cross_attention):
+        self.self_attention, self.cross_attention = self_attention, cross_attention
 
-    def reordered(self, indices, num_heads):
+    def reordered(self, indices):
         """The cache of the sequences ``indices`` (beam search), heads kept together."""
-        pick = lambda x: _reorder_heads(x, indices, num_heads)
-        return DecoderCache(self.self_attention.reordered(indices), pick(self.cross_keys),
-                            pick(self.cross_values))
+        return DecoderCache(self.self_attention.reordered(indices),
+                            self.cross_attention.reordered(indices))
 
 
 class TransformerDecoder(AttentionDecoder):
@@ -301,8 +308,10 @@ class TransformerDecoder(AttentionDecoder):
                              f"{enc_valid_lens.shape}")
         enc_lens = lengths(enc_valid_lens, enc_outputs.shape[:2] + enc_outputs.shape[1:2])
         enc_lens = enc_lens.as_in_ctx(enc_outputs.ctx)
-        return enc_outputs, enc_lens, [_block_cache(blk, enc_outputs, enc_lens)
-                                       for blk in self.blks], 0
+        enc_outputs, _ = without_padding(nd, enc_outputs, enc_outputs, enc_lens)
+        caches = [DecoderCache(blk.attention1.init_cache(), blk.attention2.init_cache())
+                  for blk in self.blks]
+        return enc_outputs, enc_lens, caches, 0
 
     def forward(self, X, state):
         check_step_tokens("X", X, state[0].shape[0], self.embedding)
@@ -315,9 +324,8 @@ class TransformerDecoder(AttentionDecoder):
 
     def reorder_state(self, state, indices):
         enc_outputs, enc_lens, caches, offset = state
-        heads = self.blks[0].attention1.num_heads
         return (enc_outputs[indices], enc_lens[indices],
-                [cache.reordered(indices, heads) for cache in caches], offset)
+                [cache.reordered(indices) for cache in caches], offset)
 
     @property
     def self_attention_weights(self):
@@ -344,20 +352,3 @@ def _causal_lens(X, cached):
     batch, steps = X.shape[:2]
     lens = np.arange(cached + 1, cached + steps + 1, dtype="float32", ctx=X.ctx)
     return np.broadcast_to(lens.reshape(1, steps), (batch, steps))
-
-
-def _block_cache(blk, enc_outputs, enc_lens):
-    """A :class:`DecoderCache` for the decoder block ``blk``: an empty self-attention cache
-    and the encoder outputs (source padding zeroed) projected by its cross-attention."""
-    enc, _ = without_padding(nd, enc_outputs, enc_outputs, enc_lens)
-    attention = blk.attention2
-    keys, values = (split_heads(nd, layer(enc), attention.num_heads)
-                    for layer in (attention.W_k, attention.W_v))
-    return DecoderCache(blk.attention1.init_cache(), keys, values)
-
-
-def _reorder_heads(cached, indices, num_heads):
-    """Rows ``indices`` of a per-head array (batch * num_heads, steps, p), heads kept
-    together."""
-    rows, steps, p = cached.shape
-    return cached.reshape(rows // num_heads, num_heads, steps, p)[indices].reshape(-1, steps, p)
