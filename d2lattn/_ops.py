@@ -36,7 +36,8 @@ def checked_call():
 class Dropout(gluon.nn.Dropout):
     """Gluon's Dropout, returning its input itself where Gluon would copy it unchanged: with a
     rate of 0, or outside training. In a cached graph (a Symbol) it is Gluon's, which drops
-    in training mode only."""
+    in training mode only. Reads Gluon's private ``_rate`` (the rate it was built with):
+    MXNet 1.9.1, the last release of Gluon 1.x, will not change."""
 
     def forward(self, x):
         if self._rate > 0 and (is_symbol(x) or autograd.is_training()):

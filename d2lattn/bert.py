@@ -332,7 +332,9 @@ def _required(path, name):
 
 
 def _set_parameters(encoder, tensors, unknown):
-    """Copy the checkpoint's tensors (from :func:`_read_tensors`) into ``encoder``."""
+    """Copy the checkpoint's tensors (from :func:`_read_tensors`) into ``encoder``, whose
+    parameters are found by path with Gluon's private ``_collect_params_with_prefix`` (see
+    :mod:`d2lattn.checkpoint`)."""
     params = encoder._collect_params_with_prefix()
     unknown = unknown + [name for ours, (name, _) in tensors.items() if ours not in params]
     for ours, (name, value) in tensors.items():
