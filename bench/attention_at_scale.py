@@ -105,7 +105,7 @@ def cache_table():
     for (name, kv, window), net, total in zip(settings, nets, seconds):
         caches = decode(net, DECODE)
         formula = 2 * LAYERS * kv * (D // HEADS) * 4  # keys and values, float32
-        held = sum(c[key].size * 4 for c in caches for key in ("k", "v"))  # float32
+        held = sum((c.keys.size + c.values.size) * 4 for c in caches)  # float32
         rows.append([name, kv, window or "-", formula, f"{held / DECODE:.0f}",
                      f"{held / 2 ** 10:.0f}", f"{DECODE / total:.0f}"])
     print(f"\nGPT, {LAYERS} blocks of width {D} and {HEADS} query heads, {DECODE} tokens "

@@ -6,8 +6,8 @@ A listing is a markdown cell holding one fenced Python block whose first line na
 object by its dotted path, for example
 
     ```python
-    # d2lattn.attention.MultiHeadAttention.forward
-    def forward(self, queries, keys, values, valid_lens, cache=None):
+    # d2lattn.attention.MultiHeadAttention.hybrid_forward
+    def hybrid_forward(self, F, queries, keys, values, valid_lens):
         ...
     ```
 
@@ -36,7 +36,7 @@ def chapters():
 
 def resolve(dotted):
     """The object named by ``dotted`` (str): the longest importable module prefix, then
-    attributes, e.g. ``d2lattn.attention.MultiHeadAttention.forward``."""
+    attributes, e.g. ``d2lattn.attention.MultiHeadAttention.hybrid_forward``."""
     parts = dotted.split(".")
     for cut in range(len(parts), 0, -1):
         try:
