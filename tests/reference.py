@@ -115,7 +115,8 @@ def np_softmax_where(scores, mask):
 
 
 def np_grouped_heads(net, q, k, v, lens=None, window=None, positions=None):
-    """A (grouped-query, windowed, rotary) MultiHeadAttention head by head in float64.
+    """Multi-head attention head by head in float64: a MultiHeadAttention, or a
+    CausalSelfAttention (grouped-query, windowed, rotary with base 10000) given causal ``lens``.
 
     Query head i uses rows i*p.. of W_q and key/value head j = i // (num_heads /
     num_kv_heads), rows j*p.. of W_k and W_v; ``positions`` (steps,): rotate queries and

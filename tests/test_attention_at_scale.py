@@ -1,13 +1,16 @@
-"""Attention at scale: grouped-query MultiHeadAttention (against NumPy and against multi-head
-attention with repeated key/value heads), sliding windows (against an explicit mask, with a
-bounded cache) and tiled_attention (against DotProductAttention for every mask)."""
+"""Attention at scale: grouped-query heads and sliding windows of CausalSelfAttention (against
+NumPy, finite differences, multi-head attention with repeated key/value heads and causal
+MultiHeadAttention; a windowed cache bounded and decoding as one call), the windowed masked
+softmax against an explicit mask, and tiled_attention (against DotProductAttention for every
+mask)."""
 import mxnet as mx
 import numpy as onp
 import pytest
-from mxnet import autograd, np, npx
+from mxnet import autograd, nd, np, npx
 
-from d2lattn.attention import (DotProductAttention, MultiHeadAttention, SlidingWindowAttention,
-                               tiled_attention, transpose_output, transpose_qkv)
+from d2lattn.attention import (DotProductAttention, MultiHeadAttention, _masked_softmax,
+                               lengths, tiled_attention)
+from d2lattn.gpt import CausalSelfAttention, GPTBlock, _per_head
 from reference import MHA_LAYERS, np_grouped_heads, np_mask, np_softmax_where
 
 B, Q, K, H, HEADS = 2, 4, 6, 16, 4
@@ -23,117 +26,100 @@ def normal(shape, seed=0, scale=1.0):
     return onp.random.default_rng(seed).normal(size=shape) * scale
 
 
-def make(num_kv_heads=None, window=None, use_bias=True, ctx=None, seed=0):
+def make(num_kv_heads=None, window=None, use_bias=True, ctx=None, seed=0, dtype="float32"):
     mx.random.seed(seed)
-    net = MultiHeadAttention(H, HEADS, 0.0, use_bias, num_kv_heads, window)
+    net = CausalSelfAttention(H, HEADS, 0.0, use_bias, num_kv_heads, window)
     net.initialize(mx.init.Normal(0.5), ctx=ctx or mx.cpu())
+    net.cast(dtype)
     return net
 
 
-def inputs(seed=0, nq=Q, nk=K):
-    return normal((B, nq, 5), seed), normal((B, nk, 6), seed + 1), normal((B, nk, 7), seed + 2)
-
-
-def call(net, q, k, v, lens=None, cache=None, ctx=None):
-    lens = None if lens is None else as_np(lens, "int32")
-    return net(as_np(q, ctx=ctx), as_np(k, ctx=ctx), as_np(v, ctx=ctx), lens, cache)
-
-
-def causal(steps, offset=0):
-    return [list(range(offset + 1, offset + steps + 1))] * B
+def causal(steps, offset=0, batch=B):
+    return [list(range(offset + 1, offset + steps + 1))] * batch
 
 
 # --- grouped-query attention --------------------------------------------------------------------
 
-def test_num_kv_heads_equal_to_num_heads_is_todays_multihead_attention():
-    q, k, v = inputs()
-    old, new = make(), make(num_kv_heads=HEADS)
-    shapes = {name: [p.shape for p in getattr(old, name).collect_params().values()]
-              for name in MHA_LAYERS}
-    call(old, q, k, v), call(new, q, k, v)
+def copy_weights(source, target, rows=None):
+    """Set ``target``'s four projections to ``source``'s; W_k and W_v rows ``rows`` only."""
     for name in MHA_LAYERS:
-        for a, b in zip(getattr(old, name).collect_params().values(),
-                        getattr(new, name).collect_params().values()):
-            assert a.shape == b.shape
-            b.set_data(a.data())
-    assert shapes["W_k"] == [(H, -1), (H,)]  # as today: num_hiddens outputs
-    for lens in LENS:
-        onp.testing.assert_array_equal(call(new, q, k, v, lens).asnumpy(),
-                                       call(old, q, k, v, lens).asnumpy())
-        onp.testing.assert_array_equal(new.attention_weights.asnumpy(),
-                                       old.attention_weights.asnumpy())
+        for a, b in zip(getattr(source, name).collect_params().values(),
+                        getattr(target, name).collect_params().values()):
+            value = a.data()
+            if rows is not None and name in ("W_k", "W_v"):
+                value = value[as_np(rows, "int32")]
+            b.set_data(value)
 
 
-@pytest.mark.parametrize("lens", LENS, ids=LENS_IDS)
-def test_multi_head_attention_reshapes_no_more_than_before_grouped_query(monkeypatch, lens):
-    # Each reshape is an operator call, and decoding one token of a small model makes about
-    # a hundred (bench/decoding.py): the grouping of query heads is skipped for groups of 1.
-    calls = []
-    reshape = np.ndarray.reshape
-    monkeypatch.setattr(np.ndarray, "reshape",
-                        lambda self, *args, **kw: calls.append(1) or reshape(self, *args, **kw))
-    net = make()
-    call(net, *inputs())
-    calls.clear()
-    call(net, *inputs(), lens)
-    made = len(calls)
-    calls.clear()  # what multi-head attention needs: heads split and joined, one attention
-    q, k, v = (transpose_qkv(np.ones((B, n, H)), HEADS) for n in (Q, K, K))
-    per_head = None if lens is None else as_np(lens, "int32").repeat(HEADS, axis=0)
-    transpose_output(net.attention(q, k, v, per_head), HEADS)
-    assert made == len(calls)
+def test_num_kv_heads_equal_to_num_heads_is_causal_multihead_attention():
+    X = normal((B, K, H), seed=1)
+    new, old = make(num_kv_heads=HEADS), MultiHeadAttention(H, HEADS, 0.0, True)
+    old.initialize(ctx=mx.cpu())
+    new(as_np(X)), old(as_np(X), as_np(X), as_np(X))
+    assert [p.shape for p in new.W_k.collect_params().values()] == [(H, H), (H,)]
+    copy_weights(new, old)
+    expected = old(as_np(X), as_np(X), as_np(X), as_np(causal(K), "int32"))
+    got = new(as_np(X))
+    onp.testing.assert_allclose(got.asnumpy(), expected.asnumpy(), rtol=1e-6, atol=1e-6)
+    onp.testing.assert_allclose(_per_head(new).asnumpy(), old.attention_weights.asnumpy(),
+                                rtol=1e-6, atol=1e-7)
+    # and both are NumPy's causal multi-head attention
+    onp.testing.assert_allclose(got.asnumpy(), np_grouped_heads(new, X, X, X, causal(K))[0],
+                                rtol=1e-4, atol=1e-4)
 
 
 @pytest.mark.parametrize("num_kv_heads", [1, 2, 4])
-@pytest.mark.parametrize("lens", LENS, ids=LENS_IDS)
-def test_grouped_query_attention_matches_numpy(num_kv_heads, lens):
-    q, k, v = inputs(seed=3)
-    net = make(num_kv_heads)
-    out = call(net, q, k, v, lens)
+@pytest.mark.parametrize("window", [None, 2, 5], ids=["no-window", "window-2", "window-5"])
+def test_grouped_query_attention_matches_numpy(num_kv_heads, window):
+    X = normal((B, K, H), seed=3)
+    net = make(num_kv_heads, window)
+    out = net(as_np(X))
     p = H // HEADS
-    assert (net.W_k.weight.shape, net.W_v.weight.shape) == ((num_kv_heads * p, 6),
-                                                            (num_kv_heads * p, 7))
-    expected, weights = np_grouped_heads(net, q, k, v, lens)
+    assert (net.W_k.weight.shape, net.W_v.weight.shape) == ((num_kv_heads * p, H),
+                                                            (num_kv_heads * p, H))
+    expected, weights = np_grouped_heads(net, X, X, X, causal(K), window)
     onp.testing.assert_allclose(out.asnumpy(), expected, rtol=1e-4, atol=1e-4)
-    assert net.attention_weights.shape == (B, HEADS, Q, K)
-    onp.testing.assert_allclose(net.attention_weights.asnumpy(), weights, rtol=1e-4, atol=1e-5)
+    assert _per_head(net).shape == (B, HEADS, K, K)
+    onp.testing.assert_allclose(_per_head(net).asnumpy(), weights, rtol=1e-4, atol=1e-5)
+    seen = (_per_head(net).asnumpy() > 0).sum(-1)  # keys each query sees
+    onp.testing.assert_array_equal(seen, onp.minimum(onp.arange(1, K + 1), window or K)
+                                   + onp.zeros((B, HEADS, 1), int))
 
 
-def repeated_heads(net, num_kv_heads):
-    """A multi-head attention whose key/value heads are ``net``'s repeated for every query
-    head of their group: the same function, each key/value head computed group times."""
+def repeated_heads(net, num_kv_heads, window=None, rope_base=None):
+    """A multi-head CausalSelfAttention whose key/value heads are ``net``'s repeated for every
+    query head of their group: the same function, each key/value head computed group times."""
     group, p = HEADS // num_kv_heads, H // HEADS
-    mha = make(seed=1)
-    call(mha, *inputs())
+    mha = CausalSelfAttention(H, HEADS, 0.0, True, None, window, rope_base)
+    mha.initialize(ctx=mx.cpu())
+    mha(as_np(onp.zeros((1, 1, H))))
     rows = onp.repeat(onp.arange(num_kv_heads), group)[:, None] * p + onp.arange(p)
-    for name in MHA_LAYERS:
-        for mine, theirs in zip(getattr(mha, name).collect_params().values(),
-                                getattr(net, name).collect_params().values()):
-            value = theirs.data()
-            if name in ("W_k", "W_v"):
-                value = value[as_np(rows.reshape(-1), "int32")]
-            mine.set_data(value)
+    copy_weights(net, mha, rows.reshape(-1))
     return mha
 
 
 @pytest.mark.parametrize("num_kv_heads", [1, 2])
+@pytest.mark.parametrize("window, rope_base", [(None, None), (3, None), (2, 10000.0)])
 def test_grouped_query_equals_multihead_with_repeated_key_value_heads_gradients_included(
-        num_kv_heads):
-    q, k, v = inputs(seed=4)
-    net = make(num_kv_heads)
-    call(net, q, k, v)
-    mha = repeated_heads(net, num_kv_heads)
-    lens = [[1, 3, 6, 2], [6, 5, 0, 3]]
+        num_kv_heads, window, rope_base):
+    X = normal((B, K, H), seed=4)
+    net = CausalSelfAttention(H, HEADS, 0.0, True, num_kv_heads, window, rope_base)
+    net.initialize(mx.init.Normal(0.5))
+    net(as_np(X))
+    mha = repeated_heads(net, num_kv_heads, window, rope_base)
     outputs, grads = [], []
     for model in (net, mha):
+        x = as_np(X)
+        x.attach_grad()
         with autograd.record():
-            out = call(model, q, k, v, lens)
+            out = model(x)
             (out * as_np(normal(out.shape, seed=5))).sum().backward()
         outputs.append(out.asnumpy())
         grads.append({name: getattr(model, name).weight.grad().asnumpy() for name in MHA_LAYERS})
+        grads[-1]["X"] = x.grad.asnumpy()
     onp.testing.assert_allclose(outputs[0], outputs[1], rtol=1e-5, atol=1e-5)
     group, p = HEADS // num_kv_heads, H // HEADS
-    for name in ("W_q", "W_o"):
+    for name in ("W_q", "W_o", "X"):
         onp.testing.assert_allclose(grads[0][name], grads[1][name], rtol=1e-4, atol=1e-5)
     for name in ("W_k", "W_v"):  # a shared head's gradient: the sum over its group
         summed = grads[1][name].reshape(num_kv_heads, group, p, -1).sum(axis=1)
@@ -141,40 +127,86 @@ def test_grouped_query_equals_multihead_with_repeated_key_value_heads_gradients_
                                     rtol=1e-4, atol=1e-5)
 
 
+def numeric_gradient(f, x, eps=1e-6):
+    """Central differences of the scalar f at x (float64 NumPy), entry by entry."""
+    grad = onp.zeros_like(x)
+    for index in onp.ndindex(x.shape):
+        plus, minus = x.copy(), x.copy()
+        plus[index] += eps
+        minus[index] -= eps
+        grad[index] = (f(plus) - f(minus)) / (2 * eps)
+    return grad
+
+
+@pytest.mark.parametrize("num_kv_heads, window", [(1, 2), (2, None), (1, None)])
+def test_grouped_and_windowed_gradients_match_finite_differences(num_kv_heads, window):
+    # float64 throughout; queries 0 .. 2 get no output gradient (G = 0 there).
+    steps, width, heads = 5, 4, 2
+    X, G = normal((1, steps, width), seed=12), normal((1, steps, width), seed=15)
+    G[:, :3] = 0
+    net = CausalSelfAttention(width, heads, 0.0, True, num_kv_heads, window)
+    net.initialize(mx.init.Normal(0.5))
+    net.cast("float64")
+    x = as_np(X, "float64")
+    x.attach_grad()
+    with autograd.record():
+        (net(x) * as_np(G, "float64")).sum().backward()
+    lens = causal(steps, batch=1)
+
+    def loss(X_):
+        return (np_grouped_heads(net, X_, X_, X_, lens, window)[0] * G).sum()
+
+    onp.testing.assert_allclose(x.grad.asnumpy(), numeric_gradient(loss, X), rtol=1e-5,
+                                atol=1e-7)
+    Wk = net.W_k.weight
+    base = Wk.data().asnumpy()
+
+    def loss_wk(W):
+        Wk.set_data(as_np(W, "float64"))
+        try:
+            return loss(X)
+        finally:
+            Wk.set_data(as_np(base, "float64"))
+
+    onp.testing.assert_allclose(Wk.grad().asnumpy(), numeric_gradient(loss_wk, base),
+                                rtol=1e-5, atol=1e-7)
+    if window == 2:  # queries 3 and 4 see positions 2 .. 4 only: X[0] and X[1] reach nothing
+        assert onp.abs(x.grad.asnumpy()[0, :2]).max() == 0
+        assert onp.abs(x.grad.asnumpy()[0, 2:]).min() > 0
+
+
 @pytest.mark.parametrize("num_kv_heads", [1, 2])
 def test_the_cache_holds_num_kv_heads_heads_and_decoding_equals_one_causal_call(num_kv_heads):
     X = normal((B, K, H), seed=6)
     net = make(num_kv_heads)
-    expected = call(net, X, X, X, causal(K)).asnumpy()
-    cache = {}
+    expected = net(as_np(X)).asnumpy()
+    cache = net.init_cache()
+    assert (cache.keys, cache.steps, cache.offset) == (None, 0, 0)
     for t in range(K):
-        x = X[:, t:t + 1]
-        step = call(net, x, x, x, None, cache)
-        assert cache["k"].shape == cache["v"].shape == (B * num_kv_heads, t + 1, H // HEADS)
+        step = net(as_np(X[:, t:t + 1]), cache)
+        assert cache.keys.shape == cache.values.shape == (B * num_kv_heads, t + 1, H // HEADS)
+        assert cache.offset == t + 1
         onp.testing.assert_allclose(step.asnumpy(), expected[:, t:t + 1], rtol=1e-5, atol=1e-5)
-    # Keys with no position attend to the cache as it is (e.g. cross-attention).
-    q = normal((B, 2, H), seed=7)
-    again = call(net, q, X[:, :0], X[:, :0], None, cache)
-    onp.testing.assert_allclose(again.asnumpy(), np_grouped_heads(net, q, X, X)[0], rtol=1e-4,
-                                atol=1e-4)
-    with pytest.raises(ValueError, match="the cache must hold keys and values for the queries"):
-        call(net, q[:1], X[:1, :0], X[:1, :0], None, cache)
-    # New keys for another batch: the message names the cache's rows as they are.
-    with pytest.raises(ValueError, match=r"the cache must hold \(batch \* num_kv_heads, steps, "
-                                         rf"num_hiddens / num_heads\) arrays matching the new "
-                                         rf"keys \({num_kv_heads}, 1, {H // HEADS}\)"):
-        call(net, q[:1, :1], X[:1, :1], X[:1, :1], None, cache)
+        # the step's weights: one query per head over the t + 1 cached keys
+        assert _per_head(net).shape == (B, HEADS, 1, t + 1)
+    # A cache of another batch size, another layer's cache, or no KVCache are named.
+    with pytest.raises(ValueError, match=r"cache holds keys for 2 sequences .*got a batch of 1"):
+        net(as_np(X[:1, :1]), cache)
+    with pytest.raises(ValueError, match=r"cache was made for \(num_kv_heads, head width, "
+                                         r"window\)"):
+        net(as_np(X[:, :1]), make(num_kv_heads, 2).init_cache())
+    with pytest.raises(TypeError, match="cache must be None or a KVCache"):
+        net(as_np(X[:, :1]), {})
+    assert cache.offset == K  # the failed calls left it as it was
 
 
 def test_grouped_query_attention_on_cpu1(cpu1):
-    q, k, v = inputs(seed=8)
+    X = normal((B, K, H), seed=8)
     net = make(2, window=3, ctx=cpu1)
-    for lens_ctx in (cpu1, mx.cpu()):
-        out = net(as_np(q, ctx=cpu1), as_np(k, ctx=cpu1), as_np(v, ctx=cpu1),
-                  as_np(LENS[2], "int32", lens_ctx))
-        assert out.ctx == cpu1 and net.attention_weights.ctx == cpu1
-        onp.testing.assert_allclose(out.asnumpy(), np_grouped_heads(net, q, k, v, LENS[2], 3)[0],
-                                    rtol=1e-4, atol=1e-4)
+    out = net(as_np(X, ctx=cpu1))
+    assert out.ctx == cpu1 and net.attention_weights.ctx == cpu1
+    onp.testing.assert_allclose(out.asnumpy(), np_grouped_heads(net, X, X, X, causal(K), 3)[0],
+                                rtol=1e-4, atol=1e-4)
 
 
 @pytest.mark.parametrize("kwargs, match", [
@@ -185,86 +217,60 @@ def test_grouped_query_attention_on_cpu1(cpu1):
     ({"num_kv_heads": True}, "num_kv_heads must be an int"),
     ({"num_kv_heads": 2.0}, "num_kv_heads must be an int"),
     ({"window": 0}, "window must be an int >= 1, got 0"),
+    ({"window": -3}, "window must be an int >= 1, got -3"),
     ({"window": False}, "window must be an int"),
     ({"window": 2.5}, "window must be an int"),
 ])
 def test_bad_num_kv_heads_and_windows_are_named(kwargs, match):
     with pytest.raises(ValueError, match=match):
-        MultiHeadAttention(H, HEADS, 0.0, **kwargs)
-    if "window" in kwargs:
-        with pytest.raises(ValueError, match=match):
-            SlidingWindowAttention(kwargs["window"], 0.0)
+        CausalSelfAttention(H, HEADS, 0.0, **kwargs)
+    with pytest.raises(ValueError, match=match):
+        GPTBlock(H, 8, HEADS, 0.0, **kwargs)
 
 
 # --- sliding windows ----------------------------------------------------------------------------
 
 @pytest.mark.parametrize("window", [1, 2, 5, 10])
 @pytest.mark.parametrize("lens", LENS + [causal(Q, K - Q)], ids=LENS_IDS + ["causal"])
-def test_sliding_window_attention_equals_an_explicit_mask(window, lens):
-    q, k, v = normal((B, Q, 3), seed=9), normal((B, K, 3), seed=10), normal((B, K, 2), seed=11)
-    net = SlidingWindowAttention(window, 0.0)
-    out = net(as_np(q), as_np(k), as_np(v), None if lens is None else as_np(lens, "int32"))
+def test_the_windowed_masked_softmax_equals_an_explicit_mask(window, lens):
+    # The softmax every windowed attention ends with, for each kind of lengths.
+    S = normal((B, Q, K), seed=9, scale=3)
+    valid = lengths(None if lens is None else as_np(lens, "int32"), (B, Q, K))
+    got = _masked_softmax(nd, as_np(S), valid, window).asnumpy()
     mask = np_mask(B, Q, K, lens, window)
     assert (mask.sum(-1) <= window).all()
-    weights = np_softmax_where(q @ k.transpose(0, 2, 1) / onp.sqrt(3), mask)
-    onp.testing.assert_allclose(net.attention_weights.asnumpy(), weights, rtol=1e-5, atol=1e-6)
-    onp.testing.assert_allclose(out.asnumpy(), weights @ v, rtol=1e-5, atol=1e-5)
-
-
-def test_sliding_window_gradients_match_finite_differences():
-    q, k, v = normal((1, 3, 2), seed=12), normal((1, 5, 2), seed=13), normal((1, 5, 2), seed=14)
-    lens, window, G = [[3, 4, 5]], 2, normal((1, 3, 2), seed=15)
-
-    def loss(q, k):
-        w = np_softmax_where(q @ k.transpose(0, 2, 1) / onp.sqrt(2), np_mask(1, 3, 5, lens, window))
-        return ((w @ v) * G).sum()
-
-    Qm, Km = as_np(q, "float64"), as_np(k, "float64")
-    Qm.attach_grad(), Km.attach_grad()
-    with autograd.record():
-        out = SlidingWindowAttention(window, 0.0)(Qm, Km, as_np(v, "float64"),
-                                                  as_np(lens, "int32"))
-        (out * as_np(G, "float64")).sum().backward()
-    for x, grad, which in ((q, Qm.grad, 0), (k, Km.grad, 1)):
-        numeric = onp.zeros_like(x)
-        for index in onp.ndindex(x.shape):
-            plus, minus = x.copy(), x.copy()
-            plus[index] += 1e-6
-            minus[index] -= 1e-6
-            args = [(plus, k), (minus, k)] if which == 0 else [(q, plus), (q, minus)]
-            numeric[index] = (loss(*args[0]) - loss(*args[1])) / 2e-6
-        onp.testing.assert_allclose(grad.asnumpy(), numeric, rtol=1e-5, atol=1e-7)
-    assert onp.abs(Km.grad.asnumpy()[0, :1]).max() == 0  # key 0 is in no query's window
+    onp.testing.assert_allclose(got, np_softmax_where(S, mask), rtol=1e-5, atol=1e-6)
+    assert (got[~mask] == 0).all()
 
 
 @pytest.mark.parametrize("num_kv_heads", [None, 2])
-@pytest.mark.parametrize("window", [1, 3])
-def test_windowed_multihead_attention_matches_numpy(num_kv_heads, window):
+@pytest.mark.parametrize("window", [1, 3, 10])
+def test_windowed_attention_matches_numpy(num_kv_heads, window):
     X = normal((B, K, H), seed=16)
     net = make(num_kv_heads, window)
-    out = call(net, X, X, X, causal(K))
+    out = net(as_np(X))
     expected, weights = np_grouped_heads(net, X, X, X, causal(K), window)
     onp.testing.assert_allclose(out.asnumpy(), expected, rtol=1e-4, atol=1e-4)
-    onp.testing.assert_allclose(net.attention_weights.asnumpy(), weights, rtol=1e-4, atol=1e-5)
-    assert ((net.attention_weights.asnumpy() > 0).sum(-1) <= window).all()
+    onp.testing.assert_allclose(_per_head(net).asnumpy(), weights, rtol=1e-4, atol=1e-5)
+    assert ((_per_head(net).asnumpy() > 0).sum(-1) <= window).all()
 
 
-@pytest.mark.parametrize("pieces", [[1] * K, [3, 1, 2], [K]])
+@pytest.mark.parametrize("pieces", [[1] * K, [3, 1, 2], [K]], ids=["ones", "3-1-2", "whole"])
 @pytest.mark.parametrize("window", [1, 2, 4])
 def test_a_windowed_cache_keeps_at_most_window_keys_and_decodes_as_one_call(pieces, window):
     X = normal((B, K, H), seed=17)
     net = make(2, window)
-    expected = call(net, X, X, X, causal(K)).asnumpy()
-    cache, outputs, start = {}, [], 0
+    expected = net(as_np(X)).asnumpy()
+    cache, outputs, start = net.init_cache(), [], 0
     for n in pieces:
-        cached = cache["k"].shape[1] if cache else 0
-        outputs.append(call(net, X[:, start:start + n], X[:, start:start + n],
-                            X[:, start:start + n], causal(n, cached), cache).asnumpy())
+        outputs.append(net(as_np(X[:, start:start + n]), cache).asnumpy())
         start += n
-        assert cache["k"].shape[1] == cache["v"].shape[1] == min(start, window)
-        assert cache.get("start", 0) == start - min(start, window)
+        assert cache.keys.shape[1] == cache.values.shape[1] == min(start, window)
+        assert cache.offset == start
     onp.testing.assert_allclose(onp.concatenate(outputs, axis=1), expected, rtol=1e-5,
                                 atol=1e-5)
+    onp.testing.assert_allclose(expected, np_grouped_heads(net, X, X, X, causal(K), window)[0],
+                                rtol=1e-4, atol=1e-4)
 
 
 # --- tiled attention ----------------------------------------------------------------------------

@@ -1,7 +1,8 @@
 """Rotary positions: apply_rope against values recorded from Hugging Face Llama's rotary code
 (tests/data/rope_reference.json), against its rotate-half definition written in float64 NumPy,
-by hand, the relative-position property, gradients, float16, devices, bad input;
-RotaryMultiHeadAttention against NumPy, with its cache and grouped-query heads."""
+by hand, the relative-position property, gradients, float16, float64 angles at large positions,
+devices, bad input; CausalSelfAttention(rope_base=...) against NumPy, with its cache, grouped-query
+heads and sliding windows."""
 import json
 import math
 from pathlib import Path
@@ -11,8 +12,10 @@ import numpy as onp
 import pytest
 from mxnet import autograd, np
 
-from d2lattn.positional import RotaryMultiHeadAttention, apply_rope
-from reference import np_grouped_heads, np_mask, np_rope
+from d2lattn.attention import KVCache
+from d2lattn.gpt import CausalSelfAttention, _per_head
+from d2lattn.positional import apply_rope
+from reference import layer_params, np_grouped_heads, np_mask, np_rope
 
 
 def as_np(x, dtype="float32", ctx=None):
@@ -134,7 +137,7 @@ def test_the_gradient_is_the_inverse_rotation():
     onp.testing.assert_allclose(X.grad.asnumpy(), np_rope(G, -positions), rtol=1e-5, atol=1e-5)
 
 
-def test_float16_angles_are_computed_in_float32():
+def test_float16_angles_are_not_computed_in_float16():
     # float16 holds no odd integer above 2048: angles in float16 would rotate positions 2048
     # and 2049 alike.
     X = normal((4, 8), seed=6)
@@ -179,68 +182,163 @@ def test_apply_rope_rejects_bad_input(X, positions, kwargs, error, match):
         apply_rope(X, positions, **kwargs)
 
 
-# --- RotaryMultiHeadAttention -------------------------------------------------------------------
+# --- float64 angles -----------------------------------------------------------------------------
+
+LONG = onp.array([0, 1, 2047, 4097, 65535, 100003, 131071, 131072])  # up to 2^17
+
+
+def old_float32_rope(X, positions, base=10000.0):
+    """The computation apply_rope made before its angles were float64 (float32 angles, as
+    for float32 X): the integer positions times float32 frequencies, rounded to float32."""
+    half = X.shape[-1] // 2
+    w = np.array(base ** (-onp.arange(half) / half), dtype="float32")
+    angles = positions.astype("float32").reshape(-1, 1) * w
+    cos, sin = np.cos(angles), np.sin(angles)
+    x1, x2 = X[..., :half], X[..., half:]
+    return np.concatenate([x1 * cos - x2 * sin, x2 * cos + x1 * sin], axis=-1)
+
+
+def long_inputs(d=8):
+    # |x| <= 2.6: the bound is an error of 1e-6 relative and absolute at this scale.
+    X = onp.clip(normal((3, LONG.size, d), seed=40), -2.6, 2.6).astype("float32")
+    X[0, :, 1] = X[0, :, 5] = 2.6  # the largest entries at every position, in plane 1
+    return X
+
+
+@pytest.mark.parametrize("base", [10000.0, 500000.0])
+def test_float32_inputs_at_positions_up_to_131072_match_float64_numpy_within_1e_6(base):
+    X = long_inputs()
+    got = apply_rope(as_np(X), as_np(LONG, "int32"), base)
+    assert got.dtype == onp.float32
+    # The exact float32 inputs rotated in float64: what is left is float32 rounding.
+    onp.testing.assert_allclose(got.asnumpy(), np_rope(X, LONG, base), rtol=1e-6, atol=1e-6)
+
+
+def test_float32_angles_would_miss_that_bound_by_far():
+    # The test above is meaningful: float32 angles p * w_i are rounded by up to p * w_i *
+    # 2^-24 (w_1 = 0.1 for d = 8: ~4e-4 rad at p = 131072), which moves x = 2.6 by ~1e-3.
+    X = long_inputs()
+    old = old_float32_rope(as_np(X), as_np(LONG, "int32")).asnumpy()
+    error = onp.abs(old - np_rope(X, LONG))
+    assert error.max() > 1e-4  # 100 times the bound
+    assert not onp.allclose(old, np_rope(X, LONG), rtol=1e-6, atol=1e-6)
+    # at positions 0 and 1 the old computation was within the bound: the angles make the
+    # difference, and it grows with the position
+    assert error[:, :2].max() < 1e-6
+    assert error[:, -1].max() > 10 * error[:, 2].max()
+
+
+def test_causal_self_attention_rotates_at_large_cache_offsets_in_float64():
+    # A cache that has seen 131066 positions (its keys dropped): the new steps are rotated
+    # at positions 131066 .. 131071, with the float64 angles of apply_rope.
+    net = make(2)
+    X = normal((B, T, H), seed=41)
+    net(as_np(X))
+    start = 131072 - T
+    cache = KVCache(2, H // HEADS, None, offset=start)
+    out = net(as_np(X), cache)
+    expected, weights = np_grouped_heads(net, X, X, X, CAUSAL, positions=onp.arange(start, 131072))
+    onp.testing.assert_allclose(out.asnumpy(), expected, rtol=1e-4, atol=1e-4)
+    onp.testing.assert_allclose(_per_head(net).asnumpy(), weights, rtol=1e-4, atol=1e-5)
+    assert cache.offset == 131072
+    # the cached keys are the keys rotated at their positions
+    onp.testing.assert_allclose(cache.keys.asnumpy(), np_keys(net, X, onp.arange(start, 131072)),
+                                rtol=1e-4, atol=1e-4)
+
+
+# --- CausalSelfAttention(rope_base=...) ---------------------------------------------------------
 
 B, T, H, HEADS = 2, 6, 16, 4
+CAUSAL = [list(range(1, T + 1))] * B
 
 
-def make(num_kv_heads=None, window=None, ctx=None):
-    net = RotaryMultiHeadAttention(H, HEADS, 0.0, True, num_kv_heads, window)
+def make(num_kv_heads=None, window=None, ctx=None, rope_base=10000.0):
+    net = CausalSelfAttention(H, HEADS, 0.0, True, num_kv_heads, window, rope_base)
     net.initialize(mx.init.Normal(0.5), ctx=ctx or mx.cpu())
     return net
 
 
-CAUSAL = [list(range(1, T + 1))] * B
+def np_keys(net, X, positions):
+    """The keys a CausalSelfAttention caches, as (batch * num_kv_heads, steps, p), float64:
+    X's projections by W_k, key/value head by head, rotated at ``positions``."""
+    Wk, bk = layer_params(net)["W_k"]
+    p = H // HEADS
+    heads = [np_rope(X @ Wk[j * p:(j + 1) * p].T + bk[j * p:(j + 1) * p], positions)
+             for j in range(net.num_kv_heads)]
+    return onp.stack(heads, axis=1).reshape(-1, X.shape[1], p)
 
 
 @pytest.mark.parametrize("num_kv_heads", [None, 2, 1])
-@pytest.mark.parametrize("lens", [None, [4, 0], CAUSAL], ids=["none", "per-sequence", "causal"])
-def test_rotary_attention_matches_numpy(num_kv_heads, lens):
-    X = normal((B, T, 5), seed=8)
-    net = make(num_kv_heads)
-    out = net(as_np(X), as_np(X), as_np(X), None if lens is None else as_np(lens))
-    expected, weights = np_grouped_heads(net, X, X, X, lens, positions=onp.arange(T))
-    onp.testing.assert_allclose(out.asnumpy(), expected, rtol=1e-4, atol=1e-4)
-    onp.testing.assert_allclose(net.attention_weights.asnumpy(), weights, rtol=1e-4, atol=1e-5)
-
-
-@pytest.mark.parametrize("pieces", [[1] * T, [2, 3, 1]])
-@pytest.mark.parametrize("num_kv_heads, window", [(None, None), (2, None), (1, 2)])
-def test_cached_pieces_at_their_positions_equal_one_causal_call(pieces, num_kv_heads, window):
-    X = as_np(normal((B, T, H), seed=9))
+@pytest.mark.parametrize("window", [None, 1, 3])
+def test_rotary_causal_self_attention_matches_numpy(num_kv_heads, window):
+    X = normal((B, T, H), seed=8)
     net = make(num_kv_heads, window)
-    expected = net(X, X, X, as_np(CAUSAL)).asnumpy()
-    cache, outputs, start = {}, [], 0
+    out = net(as_np(X))
+    expected, weights = np_grouped_heads(net, X, X, X, CAUSAL, window, positions=onp.arange(T))
+    onp.testing.assert_allclose(out.asnumpy(), expected, rtol=1e-4, atol=1e-4)
+    kv = num_kv_heads or HEADS
+    assert net.attention_weights.shape == (B * kv, HEADS // kv * T, T)
+    onp.testing.assert_allclose(_per_head(net).asnumpy(), weights, rtol=1e-4, atol=1e-5)
+    # the rotation matters (each query sees more than itself): without it the values differ
+    plain = np_grouped_heads(net, X, X, X, CAUSAL, window)[0]
+    assert window == 1 or onp.abs(plain - expected).max() > 1e-2
+
+
+@pytest.mark.parametrize("pieces", [[1] * T, [3, 1, 2], [2, 4], [T]],
+                         ids=["ones", "3-1-2", "2-4", "whole"])
+@pytest.mark.parametrize("num_kv_heads, window", [(None, None), (2, None), (1, 2), (2, 3),
+                                                  (None, 1)])
+def test_cached_pieces_at_their_positions_equal_one_causal_call(pieces, num_kv_heads, window):
+    X = normal((B, T, H), seed=9)
+    net = make(num_kv_heads, window)
+    expected = net(as_np(X)).asnumpy()
+    cache, outputs, start = net.init_cache(), [], 0
     for n in pieces:
-        x = X[:, start:start + n]
-        lens = as_np([list(range(cache["k"].shape[1] + 1 if cache else 1,
-                                 (cache["k"].shape[1] if cache else 0) + n + 1))] * B)
-        outputs.append(net(x, x, x, lens, cache).asnumpy())
+        outputs.append(net(as_np(X[:, start:start + n]), cache).asnumpy())
         start += n
+        assert cache.offset == start
     onp.testing.assert_allclose(onp.concatenate(outputs, axis=1), expected, rtol=1e-5,
                                 atol=1e-5)
-    # The cache holds the rotated keys of positions start .. T - 1.
+    onp.testing.assert_allclose(expected, np_grouped_heads(
+        net, X, X, X, CAUSAL, window, positions=onp.arange(T))[0], rtol=1e-4, atol=1e-4)
+    # The cache holds the rotated keys of the last `kept` positions.
     kept = T if window is None else window
     kv = HEADS if num_kv_heads is None else num_kv_heads
-    assert cache["k"].shape == (B * kv, kept, H // HEADS)
-    assert cache.get("start", 0) == T - kept
+    p = H // HEADS
+    assert cache.keys.shape == cache.values.shape == (B * kv, kept, p)
+    onp.testing.assert_allclose(cache.keys.asnumpy(),
+                                np_keys(net, X, onp.arange(T))[:, T - kept:], rtol=1e-4,
+                                atol=1e-4)
 
 
-def test_rotary_attention_on_cpu1(cpu1):
+def test_rotary_causal_self_attention_on_cpu1(cpu1):
     X = normal((B, T, H), seed=10)
-    net = make(2, ctx=cpu1)
-    out = net(as_np(X, ctx=cpu1), as_np(X, ctx=cpu1), as_np(X, ctx=cpu1), as_np(CAUSAL))
-    assert out.ctx == cpu1
-    onp.testing.assert_allclose(out.asnumpy(), np_grouped_heads(
-        net, X, X, X, CAUSAL, positions=onp.arange(T))[0], rtol=1e-4, atol=1e-4)
+    net = make(2, 3, ctx=cpu1)
+    out = net(as_np(X, ctx=cpu1))
+    assert out.ctx == cpu1 and net.attention_weights.ctx == cpu1
+    expected = np_grouped_heads(net, X, X, X, CAUSAL, 3, positions=onp.arange(T))[0]
+    onp.testing.assert_allclose(out.asnumpy(), expected, rtol=1e-4, atol=1e-4)
+    cache, steps = net.init_cache(), []
+    for t in range(T):
+        steps.append(net(as_np(X[:, t:t + 1], ctx=cpu1), cache).asnumpy())
+    assert cache.keys.ctx == cpu1
+    onp.testing.assert_allclose(onp.concatenate(steps, axis=1), expected, rtol=1e-4, atol=1e-4)
 
 
-def test_rotary_attention_rejects_odd_head_widths_and_cross_attention():
-    with pytest.raises(ValueError, match="head width.* must be even"):
-        RotaryMultiHeadAttention(12, 4, 0.0)
-    with pytest.raises(ValueError, match="base must be"):
-        RotaryMultiHeadAttention(16, 4, 0.0, base=-1.0)
-    net = make()
-    with pytest.raises(ValueError, match="queries and keys must be the same steps"):
-        net(as_np(onp.ones((B, 3, H))), as_np(onp.ones((B, 4, H))), as_np(onp.ones((B, 4, H))))
+@pytest.mark.parametrize("args, kwargs, match", [
+    ((12, 4), {"rope_base": 10000.0}, r"num_hiddens / num_heads \(the head width\) must be even "
+                                      r"for rotary positions, got 12 / 4"),
+    ((6, 2), {"rope_base": 10000.0}, "head width.* must be even"),
+    ((16, 4), {"rope_base": -1.0}, "rope_base must be a positive finite number, got -1.0"),
+    ((16, 4), {"rope_base": 0}, "rope_base must be a positive finite number"),
+    ((16, 4), {"rope_base": math.inf}, "rope_base must be a positive finite number"),
+    ((16, 4), {"rope_base": math.nan}, "rope_base must be a positive finite number"),
+    ((16, 4), {"rope_base": True}, "rope_base must be a positive finite number"),
+    ((16, 4), {"rope_base": "10000"}, "rope_base must be a positive finite number"),
+], ids=["odd-head-width", "odd-head-width-3", "negative-base", "zero-base", "inf-base",
+        "nan-base", "bool-base", "str-base"])
+def test_odd_head_widths_and_bad_rope_bases_are_named(args, kwargs, match):
+    with pytest.raises(ValueError, match=match):
+        CausalSelfAttention(*args, 0.0, **kwargs)
+    CausalSelfAttention(*args, 0.0)  # the same sizes without rotary positions are fine
     assert np_mask(1, 1, 2).all()  # the helper itself: no mask without lengths
