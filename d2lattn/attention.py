@@ -103,7 +103,12 @@ def without_padding(F, keys, values, valid_lens):
 def attention_pooling(F, scores, values, valid_lens, dropout, window=None):
     """The pooling every attention layer ends with: weights = the masked softmax of
     ``scores`` (rows, queries, keys) (:func:`_masked_softmax`), then dropout(weights) @
-    ``values`` (rows, keys, v). Returns (output (rows, queries, v), weights)."""
+    ``values`` (rows, keys, v). Returns (output (rows, queries, v), weights).
+
+    A masked score contributes exactly 0 whatever it holds. A value is multiplied by its
+    weight, so a non-finite value at a position that some query may not see (a later token
+    under a causal mask) still reaches that query as 0 * NaN = NaN, as in every attention
+    built on a matrix product; the callers zero the padding, the positions no query sees."""
     weights = _masked_softmax(F, scores, valid_lens, window)
     return F.npx.batch_dot(dropout(weights), values), weights
 
@@ -283,6 +288,7 @@ class GeneralAttention(ScoredAttention):
         if queries.shape[-1] != self.query_size:
             raise ValueError(f"queries must have width query_size = {self.query_size}, got "
                              f"queries {queries.shape}")
+        _check_width("keys", keys, "W_a", self.W_a)
 
     def score(self, F, queries, keys):
         return F.npx.batch_dot(queries, self.W_a(keys), transpose_b=True)

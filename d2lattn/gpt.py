@@ -123,6 +123,10 @@ class CausalSelfAttention(nn.HybridBlock):
         if X.shape[-1] != self.num_hiddens:
             raise ValueError(f"X must have num_hiddens = {self.num_hiddens} features, got "
                              f"shape {X.shape}")
+        if onp.dtype(X.dtype) != onp.dtype(self.W_q.weight.dtype):
+            raise TypeError(f"X has dtype {onp.dtype(X.dtype).name} but the layer's "
+                            f"parameters {onp.dtype(self.W_q.weight.dtype).name}: cast one "
+                            "of them")
         cache = self.init_cache() if cache is None else check_cache(cache, self)
         offset = np.array([cache.offset], dtype="float32", ctx=X.ctx)
         self.attention_weights = None  # a cached graph does not set them

@@ -54,15 +54,24 @@ class PositionWiseFFN(nn.HybridBlock):
         check_width("X", check_ndarray("X", X))
         if X.ndim < 2:
             raise ValueError(f"X must be (..., steps, d), at least 2-D, got shape {X.shape}")
-        width = self.dense1.weight.shape[1]  # 0 until the first call
-        if width > 0 and X.shape[-1] != width:
-            raise ValueError(f"X must have width {width}, the input width of dense1, got "
-                             f"X of shape {X.shape}")
+        _check_layer_input("X", X, self.dense1.weight, "the input width of dense1")
         with checked_call():
             return on_rows(super().forward, X)  # an empty X: gradients of 0, also in a graph
 
     def hybrid_forward(self, F, X):
         return self.dense2(_ACTIVATIONS[self.activation](F, self.dense1(X)))
+
+
+def _check_layer_input(name, X, weight, what):
+    """Raise unless ``X`` (..., width) fits a layer whose ``weight`` (units, width) is known:
+    its dtype and, once the layer has seen an input, its width (``what`` names it)."""
+    if onp.dtype(X.dtype) != onp.dtype(weight.dtype):
+        raise TypeError(f"{name} has dtype {onp.dtype(X.dtype).name} but the layer's "
+                        f"parameters {onp.dtype(weight.dtype).name}: cast one of them")
+    width = weight.shape[1]  # 0 until the first call
+    if width > 0 and X.shape[-1] != width:
+        raise ValueError(f"{name} must have width {width}, {what}, got {name} of shape "
+                         f"{X.shape}")
 
 
 class AddNorm(nn.HybridBlock):
@@ -101,6 +110,10 @@ class AddNorm(nn.HybridBlock):
             if len(set(dtypes)) > 1:
                 raise TypeError(f"X, Y and the layer's parameters must have one dtype, got X "
                                 f"{dtypes[0]}, Y {dtypes[1]} and parameters {dtypes[2]}")
+            width = self.ln.gamma.shape[0]  # 0 until the first call
+            if width > 0 and X.shape[-1] != width:
+                raise ValueError(f"X and Y must have width {width}, the width of the "
+                                 f"LayerNorm, got shape {X.shape}")
             if self.pre_norm:  # no parameter in X + dropout(Y)
                 return super().forward(X, Y)
             return on_rows(super().forward, X, Y)  # an empty X: LN's gradients of 0
