@@ -141,13 +141,13 @@ def check_special_tokens(name, vocab, tokens):
                          "building it)")
 
 
-def check_tokens(name, X, valid_len):
-    """Raise unless ``X`` is (batch, steps) token ids, neither empty, and ``valid_len`` None or
+def check_tokens(name, X, valid_lens):
+    """Raise unless ``X`` is (batch, steps) token ids, neither empty, and ``valid_lens`` None or
     (batch,) integers in [0, steps]: an encoder would otherwise hide a longer length by
     cutting it to steps."""
     check_array(name, X, 2, "(batch, steps) token ids")
-    if valid_len is not None:
-        check_lengths("valid_len", valid_len, *X.shape, f" ({name} has {X.shape[1]} steps)")
+    if valid_lens is not None:
+        check_lengths("valid_lens", valid_lens, *X.shape, f" ({name} has {X.shape[1]} steps)")
 
 
 def read_json_object(file):

@@ -170,7 +170,7 @@ def test_hybridized_blocks_still_check_their_input():
     tokens = np.zeros((1, 3), dtype="int32")
     with pytest.raises(ValueError, match="tokens"):
         enc(tokens + 10, tokens)
-    with pytest.raises(ValueError, match="valid_len"):
+    with pytest.raises(ValueError, match="valid_lens"):
         enc(tokens, tokens, np.array([4]))
     ffn = PositionWiseFFN(4, 8)
     ffn.initialize()
