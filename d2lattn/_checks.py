@@ -1,4 +1,6 @@
-"""Argument checks shared by the package: each raises an error that names the argument."""
+"""Argument checks shared by several modules of the package: each raises an error that names
+the argument. A check that one module alone uses is a private function at the end of that
+module."""
 import json
 import numbers
 import pathlib
@@ -97,15 +99,6 @@ def check_token_ids(name, X, embedding):
     check_integers(name, X, 0, size - 1, f" (token ids below the vocabulary size {size})")
 
 
-def check_real(name, value, minimum=None):
-    """``value`` as a finite float (>= ``minimum`` if given); bools and NaN are rejected."""
-    if not _is_real(value) or not onp.isfinite(float(value)) \
-            or (minimum is not None and value < minimum):
-        bound = "" if minimum is None else f" >= {minimum}"
-        raise ValueError(f"{name} must be a finite number{bound}, got {value!r}")
-    return float(value)
-
-
 def check_array(name, x, ndim=None, axes=None):
     """Raise unless ``x`` is an mxnet.np array (of ``ndim`` axes, if given) without an empty
     axis: zero-size arrays are refused before an MXNet operator sees them (some operators
@@ -138,15 +131,6 @@ def check_context(name, ctx):
     return ctx
 
 
-def check_contexts(name, ctxs):
-    """``ctxs`` as a list after checking it is a non-empty list or tuple of Contexts."""
-    if not isinstance(ctxs, (list, tuple)) or not ctxs:
-        raise ValueError(f"{name} must be a non-empty list of contexts, got {ctxs!r}")
-    for i, ctx in enumerate(ctxs):
-        check_context(f"{name}[{i}]", ctx)
-    return list(ctxs)
-
-
 def check_special_tokens(name, vocab, tokens):
     """Raise unless ``vocab`` (a Vocab, a tokenizer or a mapping token -> id) holds every token
     of ``tokens``: a missing one would silently become the id of the unknown token."""
@@ -157,34 +141,13 @@ def check_special_tokens(name, vocab, tokens):
                          "building it)")
 
 
-def nonempty(name, iterable):
-    """Iterate over ``iterable``; raise ValueError at its end if it yielded nothing (a loop over
-    it would divide by zero or, repeated until a number of steps, never end)."""
-    empty = True
-    for item in iterable:
-        empty = False
-        yield item
-    if empty:
-        raise ValueError(f"{name} yielded no batch: it is empty")
-
-
-def check_tokens(name, X, valid_len):
-    """Raise unless ``X`` is (batch, steps) token ids, neither empty, and ``valid_len`` None or
+def check_tokens(name, X, valid_lens):
+    """Raise unless ``X`` is (batch, steps) token ids, neither empty, and ``valid_lens`` None or
     (batch,) integers in [0, steps]: an encoder would otherwise hide a longer length by
     cutting it to steps."""
     check_array(name, X, 2, "(batch, steps) token ids")
-    if valid_len is not None:
-        check_lengths("valid_len", valid_len, *X.shape, f" ({name} has {X.shape[1]} steps)")
-
-
-def check_labels(name, labels, logits):
-    """Raise unless ``labels`` holds one class id in [0, classes) per row of ``logits``
-    (..., classes): an id out of range would pick another row's score or garbage."""
-    if labels.size * logits.shape[-1] != logits.size:
-        raise ValueError(f"{name} must hold one label per prediction {logits.shape[:-1]}, got "
-                         f"shape {labels.shape}")
-    check_integers(name, labels, 0, logits.shape[-1] - 1,
-                   f" (class ids below {logits.shape[-1]})")
+    if valid_lens is not None:
+        check_lengths("valid_lens", valid_lens, *X.shape, f" ({name} has {X.shape[1]} steps)")
 
 
 def read_json_object(file):
@@ -212,195 +175,9 @@ def check_divisible(name, value, divisor_name, divisor):
                          f"{divisor_name} = {divisor}")
 
 
-def check_same_shape(X, Y):
-    """Raise unless ``X`` and ``Y`` have one shape with a last axis (a width) >= 1, as a
-    residual connection X + Y followed by a LayerNorm needs."""
-    if X.shape != Y.shape:
-        raise ValueError(f"X and Y must have the same shape, got X {X.shape}, Y {Y.shape}")
-    check_width("X", X)  # nothing to normalise; the LayerNorm cannot be sized
-
-
-def check_width(name, X):
-    """Raise unless ``X`` (..., d) has a width d >= 1, as a layer on its rows needs (an empty
-    batch or no steps are fine)."""
-    if X.shape[-1:] in ((), (0,)):
-        raise ValueError(f"{name} must have a width (last axis) >= 1, got shape {X.shape}")
-
-
-def check_sequence_loss(pred, label, valid_len):
-    """Raise unless ``pred`` is (batch, steps, vocab) float logits, ``label`` (batch, steps)
-    class ids below vocab and ``valid_len`` (batch,) integers in [0, steps]."""
-    for name, x in (("pred", pred), ("label", label), ("valid_len", valid_len)):
-        check_ndarray(name, x)  # a list has no shape to report
-    if pred.ndim != 3 or label.shape != pred.shape[:2] or valid_len.shape != pred.shape[:1]:
-        raise ValueError("expected pred (batch, steps, vocab), label (batch, steps) and "
-                         f"valid_len (batch,); got shapes {pred.shape}, {label.shape}, "
-                         f"{valid_len.shape}")
-    check_float_array("pred", pred)
-    check_integers("label", label, 0, pred.shape[2] - 1, " (class ids below vocab)")
-    check_lengths("valid_len", valid_len, pred.shape[0], pred.shape[1])
-
-
-def check_step_tokens(name, X, batch, embedding):
-    """Raise unless ``X`` is (``batch``, steps) ids, neither axis empty, that ``embedding`` (a
-    Gluon Embedding) has rows for: a decoder's input, whose batch its state fixes."""
-    if X.ndim != 2 or X.shape[0] != batch:
-        raise ValueError(f"{name} must be (batch = {batch}, steps) token ids, got shape "
-                         f"{X.shape}")
-    check_token_ids(name, X, embedding)
-
-
-def check_pred_positions(X, pred_positions):
-    """Raise unless ``X`` is (batch, steps, num_hiddens) and ``pred_positions`` (batch, P)
-    integers in [0, steps), neither with an empty axis."""
-    if X.ndim != 3 or pred_positions.ndim != 2 or pred_positions.shape[0] != X.shape[0]:
-        raise ValueError(f"X must be (batch, steps, num_hiddens) and pred_positions "
-                         f"(batch, P), got X {X.shape}, pred_positions "
-                         f"{pred_positions.shape}")
-    check_array("X", X)
-    check_array("pred_positions", pred_positions)
-    check_integers("pred_positions", pred_positions, 0, X.shape[1] - 1,
-                   f" (positions of X's {X.shape[1]} steps)")
-
-
-def check_bert_inputs(encoder, tokens, segments, valid_lens):
-    """Raise unless ``tokens`` and ``segments`` are (batch, steps) ids of one shape, with at
-    most ``encoder.max_len`` steps, that ``encoder.token_embedding`` and
-    ``encoder.segment_embedding`` have rows for, and ``valid_lens`` None or (batch,)
-    integers in [0, steps]."""
-    check_tokens("tokens", tokens, valid_lens)
-    check_shaped_like("segments", segments, "tokens", tokens.shape)
-    if tokens.shape[1] > encoder.max_len:
-        raise ValueError(f"tokens has {tokens.shape[1]} steps, more than max_len = "
-                         f"{encoder.max_len} learned positions")
-    check_token_ids("tokens", tokens, encoder.token_embedding)
-    check_token_ids("segments", segments, encoder.segment_embedding)
-
-
-def check_shaped_like(name, x, like, shape):
-    """Raise unless ``x`` is an mxnet.np array of ``shape``, that of the array ``like`` (a
-    name)."""
-    from mxnet import np
-    if not isinstance(x, np.ndarray) or x.shape != shape:
-        raise ValueError(f"{name} must be an mxnet array shaped like {like} {shape}, got "
-                         f"{getattr(x, 'shape', x)!r:.80} ({type(x).__name__})")
-
-
-def check_segment_pairs(X, segments, valid_lens):
-    """Raise unless ``X`` is (batch, steps, d) floats, ``segments`` (batch, steps) of 0 (the
-    first text) and 1 (the second) and ``valid_lens`` (batch,) integers in [0, steps]."""
-    check_hidden_states("X", X)
-    check_lengths("valid_lens", valid_lens, X.shape[0], X.shape[1])
-    check_shaped_like("segments", segments, "the steps of X", X.shape[:2])
-    check_integers("segments", segments, 0, 1, " (0: the first text, 1: the second)")
-
-
-def check_sampling(logits, temperature, top_k, top_p):
-    """``logits`` (vocab_size,) as float64 NumPy, after checking that they are finite real
-    numbers (ints or floats) and not empty, ``temperature`` a finite number >= 0,
-    ``top_k`` None or an int >= 1 and ``top_p`` None or a number in (0, 1]."""
-    logits = onp.asarray(logits.asnumpy() if hasattr(logits, "asnumpy") else logits)
-    if logits.dtype.kind not in "iuf":  # bools and complex numbers are no scores
-        raise TypeError(f"logits must hold real numbers, got dtype {logits.dtype.name}")
-    logits = logits.astype("float64")
-    if logits.ndim != 1 or logits.size == 0 or not onp.isfinite(logits).all():
-        raise ValueError(f"logits must be a non-empty 1-D array of finite numbers, got "
-                         f"shape {logits.shape}")
-    if not _is_real(temperature) or not 0 <= temperature < float("inf"):
-        raise ValueError(f"temperature must be a finite number >= 0, got {temperature!r}")
-    if top_k is not None:
-        check_int("top_k", top_k, minimum=1)
-    if top_p is not None and (not _is_real(top_p) or not 0 < top_p <= 1):
-        raise ValueError(f"top_p must be None or a number in (0, 1], got {top_p!r}")
-    return logits
-
-
 def _is_real(x):
     """True for a real number that is not a bool (True is an int in Python)."""
     return isinstance(x, numbers.Real) and not isinstance(x, bool)
-
-
-def check_prompt(prompt_ids, num_tokens, max_len, embedding):
-    """Raise unless ``prompt_ids`` is a non-empty list (or tuple) of ids that ``embedding``
-    (a Gluon Embedding) has rows for and the prompt and ``num_tokens`` new tokens fit in
-    ``max_len`` positions (the last new one is never fed)."""
-    if not isinstance(prompt_ids, (list, tuple)) or not prompt_ids:
-        raise ValueError(f"prompt_ids must be a non-empty list of token ids, got "
-                         f"{prompt_ids!r}")
-    check_id_list("prompt_ids", prompt_ids, embedding.weight.shape[0])
-    if len(prompt_ids) + num_tokens - 1 > max_len:
-        raise ValueError(f"a prompt of {len(prompt_ids)} tokens and {num_tokens} new ones "
-                         f"need {len(prompt_ids) + num_tokens - 1} positions, more than "
-                         f"max_len = {max_len}")
-
-
-def check_positions(X, offset, num_hiddens, max_len):
-    """``offset`` as an int >= 0, after checking that ``X`` (batch, steps, d) has d =
-    ``num_hiddens`` and that its positions offset .. offset + steps - 1 are below
-    ``max_len``."""
-    offset = check_int("offset", offset)
-    if X.shape[-1] != num_hiddens:
-        raise ValueError(f"X must have num_hiddens = {num_hiddens} features on its "
-                         f"last axis, got X of shape {X.shape}")
-    if offset + X.shape[1] > max_len:
-        raise ValueError(f"positions {offset} to {offset + X.shape[1] - 1} (offset {offset}, "
-                         f"{X.shape[1]} steps) do not fit max_len = {max_len}")
-    return offset
-
-
-def check_training_data(x_train, y_train, minimum=1):
-    """Raise unless ``x_train`` and ``y_train`` (1-D arrays) have one length >= ``minimum``."""
-    if x_train.shape != y_train.shape or x_train.shape[0] < minimum:
-        length = "non-empty and of equal length" if minimum == 1 else \
-            f"of equal length >= {minimum}"
-        raise ValueError(f"x_train and y_train must be {length}, got shapes {x_train.shape} "
-                         f"and {y_train.shape}")
-
-
-def check_kernel(kernel):
-    """Raise unless ``kernel`` is callable, a function of u."""
-    if not callable(kernel):
-        raise TypeError(f"kernel must be a function of u, got {kernel!r}")
-
-
-def check_row_keys(queries, keys, values):
-    """Raise unless ``queries`` is (m,) and ``keys`` and ``values`` (m, n), n >= 1: one row of
-    keys and values per query."""
-    if queries.ndim != 1 or keys.ndim != 2 or keys.shape != values.shape \
-            or keys.shape[0] != queries.shape[0]:
-        raise ValueError("expected queries (m,), keys and values (m, n); got shapes "
-                         f"{queries.shape}, {keys.shape}, {values.shape}")
-    check_array("keys", keys)
-
-
-def check_kernel_values(values, u):
-    """``values``, the kernel's K(u), after checking that they are an mxnet.np array of the
-    shape of ``u`` holding finite numbers >= 0 (weights)."""
-    from mxnet import np
-    if not isinstance(values, np.ndarray) or values.shape != u.shape:
-        raise TypeError(f"kernel must map u {u.shape} to an array of its shape, got {values!r}")
-    bad = values.asnumpy()[~(np.isfinite(values) & (values >= 0)).asnumpy()]
-    if bad.size:
-        raise ValueError(f"kernel must return finite values >= 0, got {bad[:5].tolist()}")
-    return values
-
-
-def check_heads(X, axis, num_heads):
-    """``num_heads`` as an int >= 1, after checking that it divides the ``axis`` ("first" or
-    "last") of ``X``, the axis that holds the heads."""
-    num_heads = check_int("num_heads", num_heads, minimum=1)
-    size = X.shape[0 if axis == "first" else -1]
-    if size % num_heads:
-        raise ValueError(f"the {axis} axis of X ({size}) must be divisible by num_heads = "
-                         f"{num_heads}, got X of shape {X.shape}")
-    return num_heads
-
-
-def check_given(name, value, what):
-    """Raise unless ``value`` is not None; ``what`` says what it must be, e.g. "(batch,)
-    lengths"."""
-    if value is None:
-        raise ValueError(f"{name} must be given: {what}, got None")
 
 
 def check_hidden_states(name, X):
@@ -410,10 +187,3 @@ def check_hidden_states(name, X):
         raise ValueError(f"{name} must be (batch, steps, num_hiddens), got shape {X.shape}")
 
 
-def check_same_width(queries, keys):
-    """The width d of ``queries`` and ``keys`` (..., d), after checking that they share it."""
-    d = queries.shape[-1]
-    if keys.shape[-1] != d:
-        raise ValueError("queries and keys must have the same width d, got "
-                         f"queries {queries.shape}, keys {keys.shape}")
-    return d

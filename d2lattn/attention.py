@@ -15,8 +15,8 @@ import math
 import numpy as onp
 from mxnet import gluon, nd, np, npx
 
-from ._checks import (check_bool, check_divisible, check_float_array, check_heads, check_int,
-                      check_integers, check_rate, check_same_width)
+from ._checks import (check_bool, check_divisible, check_float_array, check_int,
+                      check_integers, check_rate)
 from ._ops import (Dense, Dropout, checked, checked_call, is_symbol, legacy, masked_fill,
                    sequence_mask, transpose)
 
@@ -239,7 +239,7 @@ class DotProductAttention(ScoredAttention):
         return F.npx.batch_dot(queries, keys, transpose_b=True) / _sqrt_width(F, queries)
 
     def check_widths(self, queries, keys):
-        check_same_width(queries, keys)
+        _check_same_width(queries, keys)
 
 
 def _sqrt_width(F, X):
@@ -344,14 +344,14 @@ def transpose_qkv(X, num_heads):
     with p = num_hiddens / num_heads. :func:`split_heads` is the computation.
     """
     _check_3d("X", X)
-    return split_heads(nd, X, check_heads(X, "last", num_heads))
+    return split_heads(nd, X, _check_heads(X, "last", num_heads))
 
 
 def transpose_output(X, num_heads):
     """Undo :func:`transpose_qkv`: X (batch * num_heads, n, p) -> (batch, n, num_heads * p).
     :func:`merge_heads` is the computation."""
     _check_3d("X", X)
-    return merge_heads(nd, X, check_heads(X, "first", num_heads))
+    return merge_heads(nd, X, _check_heads(X, "first", num_heads))
 
 
 def split_heads(F, X, num_heads):
@@ -567,7 +567,7 @@ def tiled_attention(queries, keys, values, valid_lens=None, causal=False, block_
     Returns (batch, n_q, v).
     """
     _check_inputs(queries, keys, values)
-    d = check_same_width(queries, keys)
+    d = _check_same_width(queries, keys)
     causal = check_bool("causal", causal)
     block_size = check_int("block_size", block_size, minimum=1)
     shape = (queries.shape[0], queries.shape[1], keys.shape[1])
@@ -602,3 +602,24 @@ def _key_bounds(lens, causal, shape):
         last = np.arange(n_k - n_q + 1, n_k + 1, dtype="float32", ctx=lens.ctx)
         hi = np.minimum(hi, last.reshape(1, n_q, 1))
     return hi
+
+
+# Argument checks that only this module uses (those of several modules are in _checks.py)
+def _check_heads(X, axis, num_heads):
+    """``num_heads`` as an int >= 1, after checking that it divides the ``axis`` ("first" or
+    "last") of ``X``, the axis that holds the heads."""
+    num_heads = check_int("num_heads", num_heads, minimum=1)
+    size = X.shape[0 if axis == "first" else -1]
+    if size % num_heads:
+        raise ValueError(f"the {axis} axis of X ({size}) must be divisible by num_heads = "
+                         f"{num_heads}, got X of shape {X.shape}")
+    return num_heads
+
+
+def _check_same_width(queries, keys):
+    """The width d of ``queries`` and ``keys`` (..., d), after checking that they share it."""
+    d = queries.shape[-1]
+    if keys.shape[-1] != d:
+        raise ValueError("queries and keys must have the same width d, got "
+                         f"queries {queries.shape}, keys {keys.shape}")
+    return d

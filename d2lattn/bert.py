@@ -16,10 +16,9 @@ import numpy as onp
 from mxnet import np, npx
 from mxnet.gluon import nn
 
-from ._checks import (check_array, check_bert_inputs, check_context, check_given,
-                      check_hidden_states, check_int, check_lengths, check_positive,
-                      check_pred_positions, check_rate, check_segment_pairs,
-                      read_json_object)
+from ._checks import (check_array, check_context, check_hidden_states, check_int,
+                      check_integers, check_lengths, check_positive, check_rate,
+                      check_token_ids, check_tokens, read_json_object)
 from ._ops import Dropout, checked, checked_call
 from .attention import lengths
 from .checkpoint import load_parameters, read_tensors, required_entries
@@ -62,7 +61,7 @@ class BERTEncoder(nn.HybridBlock):
     def forward(self, tokens, segments, valid_lens=None):
         if checked(tokens):  # called by a block that checked its inputs
             return super().forward(tokens, segments, valid_lens)
-        check_bert_inputs(self, tokens, segments, valid_lens)
+        _check_bert_inputs(self, tokens, segments, valid_lens)
         valid_lens = lengths(valid_lens, tokens.shape + tokens.shape[1:])  # as the graph takes
         with checked_call():
             return super().forward(tokens, segments, valid_lens.as_in_ctx(tokens.ctx))
@@ -97,7 +96,7 @@ class MaskLM(nn.Block):
                      nn.Dense(check_int("vocab_size", vocab_size, minimum=1), flatten=False))
 
     def forward(self, X, pred_positions):
-        check_pred_positions(X, pred_positions)
+        _check_pred_positions(X, pred_positions)
         batch, num_preds = pred_positions.shape
         rows = np.repeat(np.arange(batch, ctx=X.ctx), num_preds)
         masked_X = X[rows, pred_positions.reshape(-1)].reshape(batch, num_preds, -1)
@@ -443,7 +442,7 @@ class BERTClassifier(nn.Block):
         self.output = nn.Dense(check_int("num_classes", num_classes, minimum=2))
 
     def forward(self, tokens, segments, valid_lens):
-        check_given("valid_lens", valid_lens, "(batch,) lengths")
+        _check_given("valid_lens", valid_lens, "(batch,) lengths")
         X = self.encoder(tokens, segments, valid_lens)
         pooled = self.pooler(X) if self.pooling == "cls" else mean_pool(X, valid_lens)
         return self.output(self.dropout(pooled))
@@ -456,7 +455,7 @@ def segment_mean_difference(X, segments, valid_lens):
     [0, steps] -> (batch, d). Padding counts in neither mean; a segment without tokens has
     mean zero. Swapping the texts roughly negates it, so a linear head can tell (a, b) from
     (b, a)."""
-    check_segment_pairs(X, segments, valid_lens)
+    _check_segment_pairs(X, segments, valid_lens)
     second = segments.astype("float32")
     return _masked_mean(X, valid_lens, 1 - second) - _masked_mean(X, valid_lens, second)
 
@@ -475,6 +474,58 @@ class PairClassifier(BERTClassifier):
         self.pooling = "pair"
 
     def forward(self, tokens, segments, valid_lens):
-        check_given("valid_lens", valid_lens, "(batch,) lengths")
+        _check_given("valid_lens", valid_lens, "(batch,) lengths")
         X = self.encoder(tokens, segments, valid_lens)
         return self.output(self.dropout(segment_mean_difference(X, segments, valid_lens)))
+
+
+# Argument checks that only this module uses (those of several modules are in _checks.py)
+def _check_pred_positions(X, pred_positions):
+    """Raise unless ``X`` is (batch, steps, num_hiddens) and ``pred_positions`` (batch, P)
+    integers in [0, steps), neither with an empty axis."""
+    if X.ndim != 3 or pred_positions.ndim != 2 or pred_positions.shape[0] != X.shape[0]:
+        raise ValueError(f"X must be (batch, steps, num_hiddens) and pred_positions "
+                         f"(batch, P), got X {X.shape}, pred_positions "
+                         f"{pred_positions.shape}")
+    check_array("X", X)
+    check_array("pred_positions", pred_positions)
+    check_integers("pred_positions", pred_positions, 0, X.shape[1] - 1,
+                   f" (positions of X's {X.shape[1]} steps)")
+
+
+def _check_bert_inputs(encoder, tokens, segments, valid_lens):
+    """Raise unless ``tokens`` and ``segments`` are (batch, steps) ids of one shape, with at
+    most ``encoder.max_len`` steps, that ``encoder.token_embedding`` and
+    ``encoder.segment_embedding`` have rows for, and ``valid_lens`` None or (batch,)
+    integers in [0, steps]."""
+    check_tokens("tokens", tokens, valid_lens)
+    _check_shaped_like("segments", segments, "tokens", tokens.shape)
+    if tokens.shape[1] > encoder.max_len:
+        raise ValueError(f"tokens has {tokens.shape[1]} steps, more than max_len = "
+                         f"{encoder.max_len} learned positions")
+    check_token_ids("tokens", tokens, encoder.token_embedding)
+    check_token_ids("segments", segments, encoder.segment_embedding)
+
+
+def _check_shaped_like(name, x, like, shape):
+    """Raise unless ``x`` is an mxnet.np array of ``shape``, that of the array ``like`` (a
+    name)."""
+    if not isinstance(x, np.ndarray) or x.shape != shape:
+        raise ValueError(f"{name} must be an mxnet array shaped like {like} {shape}, got "
+                         f"{getattr(x, 'shape', x)!r:.80} ({type(x).__name__})")
+
+
+def _check_segment_pairs(X, segments, valid_lens):
+    """Raise unless ``X`` is (batch, steps, d) floats, ``segments`` (batch, steps) of 0 (the
+    first text) and 1 (the second) and ``valid_lens`` (batch,) integers in [0, steps]."""
+    check_hidden_states("X", X)
+    check_lengths("valid_lens", valid_lens, X.shape[0], X.shape[1])
+    _check_shaped_like("segments", segments, "the steps of X", X.shape[:2])
+    check_integers("segments", segments, 0, 1, " (0: the first text, 1: the second)")
+
+
+def _check_given(name, value, what):
+    """Raise unless ``value`` is not None; ``what`` says what it must be, e.g. "(batch,)
+    lengths"."""
+    if value is None:
+        raise ValueError(f"{name} must be given: {what}, got None")

@@ -8,7 +8,7 @@ the attention weights of every emitted token, (target tokens, source steps).
 import numpy as onp
 from mxnet import np, npx
 
-from ._checks import check_context, check_int, check_real, check_special_tokens
+from ._checks import _is_real, check_context, check_int, check_special_tokens
 from .data.nmt import build_array_nmt
 
 
@@ -110,7 +110,7 @@ def beam_search(net, src_tokens, src_vocab, tgt_vocab, num_steps, device, beam_s
     """
     num_steps = check_int("num_steps", num_steps, minimum=1)
     beam_size = check_int("beam_size", beam_size, minimum=1)
-    alpha = check_real("alpha", alpha, minimum=0)
+    alpha = _check_real("alpha", alpha, minimum=0)
     state, src_valid_lens = _encode(net, [src_tokens], src_vocab, num_steps, device,
                                    tgt_vocab)
     src_len = int(src_valid_lens[0])
@@ -154,3 +154,13 @@ def predict_seq2seq(net, src_sentence, src_vocab, tgt_vocab, num_steps, device, 
         translation, weights = beam_search(net, tokens, src_vocab, tgt_vocab, num_steps,
                                            device, beam_size, alpha)
     return " ".join(translation), weights
+
+
+# Argument checks that only this module uses (those of several modules are in _checks.py)
+def _check_real(name, value, minimum=None):
+    """``value`` as a finite float (>= ``minimum`` if given); bools and NaN are rejected."""
+    if not _is_real(value) or not onp.isfinite(float(value)) \
+            or (minimum is not None and value < minimum):
+        bound = "" if minimum is None else f" >= {minimum}"
+        raise ValueError(f"{name} must be a finite number{bound}, got {value!r}")
+    return float(value)

@@ -16,9 +16,9 @@ import numpy as onp
 from mxnet import autograd, gluon, np
 from mxnet.gluon import nn
 
-from ._checks import (check_array, check_bool, check_context, check_divisible,
-                      check_hidden_states, check_int, check_ndarray, check_positive,
-                      check_prompt, check_rate, check_sampling, check_token_ids, check_tokens)
+from ._checks import (_is_real, check_array, check_bool, check_context, check_divisible,
+                      check_hidden_states, check_id_list, check_int, check_ndarray,
+                      check_positive, check_rate, check_token_ids, check_tokens)
 from ._ops import (Dense, Dropout, checked_call, is_symbol, legacy,
                    unused_parameters_allowed)
 from .attention import (KVCache, attention_pooling, check_cache, merge_heads, split_heads)
@@ -364,7 +364,7 @@ def next_token_probs(logits, temperature=1.0, top_k=None, top_p=None):
     (nucleus sampling, Holtzman et al., 2020) keep their probability, renormalised.
     temperature 0: all the probability on the most probable token (greedy decoding).
     """
-    logits = check_sampling(logits, temperature, top_k, top_p)  # float64 NumPy
+    logits = _check_sampling(logits, temperature, top_k, top_p)  # float64 NumPy
     keep = logits.size if top_k is None else int(top_k)
     order = onp.argsort(-logits, kind="stable")  # most probable first, ties by id
     if temperature == 0:
@@ -392,7 +392,7 @@ def generate(net, prompt_ids, num_tokens, temperature=1.0, top_k=None, top_p=Non
     Returns the ``num_tokens`` new ids, a list of ints.
     """
     num_tokens = check_int("num_tokens", num_tokens)
-    check_prompt(prompt_ids, num_tokens, net.max_len, net.embedding)
+    _check_prompt(prompt_ids, num_tokens, net.max_len, net.embedding)
     rng = random if seed is None else random.Random(check_int("seed", seed))
     ctx = net.embedding.weight.list_ctx()[0]
     caches = net.init_caches() if check_bool("use_cache", use_cache) else None
@@ -412,3 +412,38 @@ def _draw(probs, rng):
     cumulative = onp.cumsum(probs)
     token = onp.searchsorted(cumulative, rng.random() * cumulative[-1], "right")
     return int(min(token, probs.size - 1))
+
+
+# Argument checks that only this module uses (those of several modules are in _checks.py)
+def _check_sampling(logits, temperature, top_k, top_p):
+    """``logits`` (vocab_size,) as float64 NumPy, after checking that they are finite real
+    numbers (ints or floats) and not empty, ``temperature`` a finite number >= 0,
+    ``top_k`` None or an int >= 1 and ``top_p`` None or a number in (0, 1]."""
+    logits = onp.asarray(logits.asnumpy() if hasattr(logits, "asnumpy") else logits)
+    if logits.dtype.kind not in "iuf":  # bools and complex numbers are no scores
+        raise TypeError(f"logits must hold real numbers, got dtype {logits.dtype.name}")
+    logits = logits.astype("float64")
+    if logits.ndim != 1 or logits.size == 0 or not onp.isfinite(logits).all():
+        raise ValueError(f"logits must be a non-empty 1-D array of finite numbers, got "
+                         f"shape {logits.shape}")
+    if not _is_real(temperature) or not 0 <= temperature < float("inf"):
+        raise ValueError(f"temperature must be a finite number >= 0, got {temperature!r}")
+    if top_k is not None:
+        check_int("top_k", top_k, minimum=1)
+    if top_p is not None and (not _is_real(top_p) or not 0 < top_p <= 1):
+        raise ValueError(f"top_p must be None or a number in (0, 1], got {top_p!r}")
+    return logits
+
+
+def _check_prompt(prompt_ids, num_tokens, max_len, embedding):
+    """Raise unless ``prompt_ids`` is a non-empty list (or tuple) of ids that ``embedding``
+    (a Gluon Embedding) has rows for and the prompt and ``num_tokens`` new tokens fit in
+    ``max_len`` positions (the last new one is never fed)."""
+    if not isinstance(prompt_ids, (list, tuple)) or not prompt_ids:
+        raise ValueError(f"prompt_ids must be a non-empty list of token ids, got "
+                         f"{prompt_ids!r}")
+    check_id_list("prompt_ids", prompt_ids, embedding.weight.shape[0])
+    if len(prompt_ids) + num_tokens - 1 > max_len:
+        raise ValueError(f"a prompt of {len(prompt_ids)} tokens and {num_tokens} new ones "
+                         f"need {len(prompt_ids) + num_tokens - 1} positions, more than "
+                         f"max_len = {max_len}")

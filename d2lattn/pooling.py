@@ -8,8 +8,7 @@ import mxnet as mx
 import numpy as onp
 from mxnet import autograd, gluon, np, npx
 
-from ._checks import (check_int, check_kernel, check_kernel_values, check_positive,
-                      check_row_keys, check_training_data)
+from ._checks import check_array, check_int, check_positive
 from ._ops import softmax_rows
 
 
@@ -47,7 +46,7 @@ def kernel_scores(kernel, d, bandwidth):
     if kernel is gaussian:
         return gaussian_scores(d, lambda x: x / h)
     u = d / h
-    values = check_kernel_values(kernel(u), u)
+    values = _check_kernel_values(kernel(u), u)
     return np.log(values)
 
 
@@ -78,8 +77,8 @@ def nadaraya_watson(x_train, y_train, x_query, kernel=gaussian, bandwidth=1.0):
     x_train = _as_vector(x_train, "x_train")
     y_train = _as_vector(y_train, "y_train", x_train.ctx)
     x_query = _as_vector(x_query, "x_query", x_train.ctx)
-    check_training_data(x_train, y_train)
-    check_kernel(kernel)
+    _check_training_data(x_train, y_train)
+    _check_kernel(kernel)
     bandwidth = check_positive("bandwidth", bandwidth)
     # No query: empty answers, without an operator on empty arrays.
     if x_query.shape[0] == 0:
@@ -114,7 +113,7 @@ def leave_one_out(x_train, y_train):
     x_train = _as_vector(x_train, "x_train")
     y_train = _as_vector(y_train, "y_train", x_train.ctx)
     n = x_train.shape[0]
-    check_training_data(x_train, y_train, minimum=2)
+    _check_training_data(x_train, y_train, minimum=2)
     # Row i takes columns 0 .. i-1 and i+1 .. n-1: column j, shifted by one from j = i on.
     rows = np.arange(n, ctx=x_train.ctx).reshape(-1, 1)
     cols = np.arange(n - 1, ctx=x_train.ctx).reshape(1, -1)
@@ -137,7 +136,7 @@ class NWKernelRegression(gluon.nn.Block):
         self.attention_weights = None
 
     def forward(self, queries, keys, values):
-        check_row_keys(queries, keys, values)
+        _check_row_keys(queries, keys, values)
         w = self.w.data(queries.ctx)
         scores = gaussian_scores(queries.reshape(-1, 1) - keys, lambda x: x * w)
         self.attention_weights = npx.softmax(scores, axis=-1)
@@ -172,3 +171,40 @@ def train_nw(net, x_train, y_train, num_epochs=5, lr=0.5, callback=None):
         if callback is not None:
             callback(epoch + 1, losses[-1])
     return losses
+
+
+# Argument checks that only this module uses (those of several modules are in _checks.py)
+def _check_training_data(x_train, y_train, minimum=1):
+    """Raise unless ``x_train`` and ``y_train`` (1-D arrays) have one length >= ``minimum``."""
+    if x_train.shape != y_train.shape or x_train.shape[0] < minimum:
+        length = "non-empty and of equal length" if minimum == 1 else \
+            f"of equal length >= {minimum}"
+        raise ValueError(f"x_train and y_train must be {length}, got shapes {x_train.shape} "
+                         f"and {y_train.shape}")
+
+
+def _check_kernel(kernel):
+    """Raise unless ``kernel`` is callable, a function of u."""
+    if not callable(kernel):
+        raise TypeError(f"kernel must be a function of u, got {kernel!r}")
+
+
+def _check_row_keys(queries, keys, values):
+    """Raise unless ``queries`` is (m,) and ``keys`` and ``values`` (m, n), n >= 1: one row of
+    keys and values per query."""
+    if queries.ndim != 1 or keys.ndim != 2 or keys.shape != values.shape \
+            or keys.shape[0] != queries.shape[0]:
+        raise ValueError("expected queries (m,), keys and values (m, n); got shapes "
+                         f"{queries.shape}, {keys.shape}, {values.shape}")
+    check_array("keys", keys)
+
+
+def _check_kernel_values(values, u):
+    """``values``, the kernel's K(u), after checking that they are an mxnet.np array of the
+    shape of ``u`` holding finite numbers >= 0 (weights)."""
+    if not isinstance(values, np.ndarray) or values.shape != u.shape:
+        raise TypeError(f"kernel must map u {u.shape} to an array of its shape, got {values!r}")
+    bad = values.asnumpy()[~(np.isfinite(values) & (values >= 0)).asnumpy()]
+    if bad.size:
+        raise ValueError(f"kernel must return finite values >= 0, got {bad[:5].tolist()}")
+    return values

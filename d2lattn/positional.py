@@ -11,7 +11,7 @@ difference; :class:`~d2lattn.gpt.CausalSelfAttention` applies it in every head.
 import numpy as onp
 from mxnet import gluon, nd, np
 
-from ._checks import (check_array, check_float_array, check_int, check_ndarray, check_positions,
+from ._checks import (check_array, check_float_array, check_int, check_ndarray,
                       check_positive, check_rate)
 from ._ops import Dropout
 from .device import cpu
@@ -54,7 +54,7 @@ class _AddPositions(gluon.nn.Block):
         check_float_array("X", X)
         if X.ndim != 3:
             raise ValueError(f"X must be 3-D, got shape {X.shape}")
-        offset = check_positions(X, offset, self.num_hiddens, self.max_len)
+        offset = _check_positions(X, offset, self.num_hiddens, self.max_len)
         return self.dropout(X + self.positions(X, offset))
 
 
@@ -148,3 +148,18 @@ def rotate(F, X, positions, base, dtype):
     angles = F.np.expand_dims(positions.astype("float64"), -1) * F.np.expand_dims(w, 0)
     cos, sin = F.np.cos(angles).astype(dtype), F.np.sin(angles).astype(dtype)
     return F.np.concatenate([x1 * cos - x2 * sin, x2 * cos + x1 * sin], axis=-1)
+
+
+# Argument checks that only this module uses (those of several modules are in _checks.py)
+def _check_positions(X, offset, num_hiddens, max_len):
+    """``offset`` as an int >= 0, after checking that ``X`` (batch, steps, d) has d =
+    ``num_hiddens`` and that its positions offset .. offset + steps - 1 are below
+    ``max_len``."""
+    offset = check_int("offset", offset)
+    if X.shape[-1] != num_hiddens:
+        raise ValueError(f"X must have num_hiddens = {num_hiddens} features on its "
+                         f"last axis, got X of shape {X.shape}")
+    if offset + X.shape[1] > max_len:
+        raise ValueError(f"positions {offset} to {offset + X.shape[1] - 1} (offset {offset}, "
+                         f"{X.shape[1]} steps) do not fit max_len = {max_len}")
+    return offset

@@ -10,9 +10,9 @@ import numpy as onp
 from mxnet import autograd, gluon, np, npx
 from tqdm import tqdm
 
-from ._checks import (check_bool, check_context, check_contexts, check_int, check_labels,
-                      check_positive, check_rate, check_sequence_loss, check_special_tokens,
-                      check_tokens, nonempty)
+from ._checks import (check_bool, check_context, check_float_array, check_int,
+                      check_integers, check_lengths, check_ndarray, check_positive, check_rate,
+                      check_special_tokens, check_tokens)
 from ._ops import sequence_mask
 from .plotting import Animator
 
@@ -95,7 +95,7 @@ class MaskedSoftmaxCELoss(gluon.nn.Block):
         self.label_smoothing = check_rate("label_smoothing", label_smoothing)
 
     def forward(self, pred, label, valid_len):
-        check_sequence_loss(pred, label, valid_len)
+        _check_sequence_loss(pred, label, valid_len)
         pred = pred.astype("float32") if pred.dtype == onp.float16 else pred
         if 0 in pred.shape[:2]:  # no token: zero losses, without an operator on empty arrays
             return np.zeros(pred.shape[:1], dtype=pred.dtype, ctx=pred.ctx)
@@ -214,7 +214,7 @@ def seq2seq_loss(net, data_iter, tgt_vocab, device):
     bos = tgt_vocab["<bos>"]
     check_context("device", device)
     total = Accumulator(2)
-    for batch in nonempty("data_iter", data_iter):
+    for batch in _nonempty("data_iter", data_iter):
         loss, tokens = seq2seq_batch_loss(net, batch, bos, device)
         total.add(loss, tokens)
     return total[0] / total[1]
@@ -250,7 +250,7 @@ def train_seq2seq(net, data_iter, lr, num_epochs, tgt_vocab, device, val_iter=No
     for epoch in tqdm(range(num_epochs), desc="epochs", mininterval=1):
         total = Accumulator(2)
         timer.start()
-        for batch in nonempty("data_iter", data_iter):
+        for batch in _nonempty("data_iter", data_iter):
             with autograd.record():
                 loss, tokens = seq2seq_batch_loss(net, batch, bos, device, loss_fn)
                 (loss / tokens).backward()
@@ -283,8 +283,8 @@ def bert_batch_loss(net, tokens, segments, valid_lens, pred_positions, mlm_weigh
     float32 losses.
     """
     _, mlm_Y_hat, nsp_Y_hat = net(tokens, segments, valid_lens, pred_positions)
-    check_labels("mlm_labels", mlm_labels, mlm_Y_hat)
-    check_labels("nsp_labels", nsp_labels, nsp_Y_hat)
+    _check_labels("mlm_labels", mlm_labels, mlm_Y_hat)
+    _check_labels("nsp_labels", nsp_labels, nsp_Y_hat)
     if mlm_weights.shape != mlm_labels.shape:
         raise ValueError(f"mlm_weights must be shaped like mlm_labels {mlm_labels.shape}, got "
                          f"{mlm_weights.shape}")
@@ -304,7 +304,7 @@ def train_bert(train_iter, net, num_steps, devices, lr=1e-3, on_step=None):
     Returns ``{"mlm": [...], "nsp": [...]}``, the losses of every step.
     """
     num_steps = check_int("num_steps", num_steps, minimum=1)
-    devices = check_contexts("devices", devices)
+    devices = _check_contexts("devices", devices)
     lr = check_positive("lr", lr)
     if on_step is not None and not callable(on_step):
         raise TypeError(f"on_step must be None or callable, got {type(on_step).__name__}")
@@ -315,7 +315,7 @@ def train_bert(train_iter, net, num_steps, devices, lr=1e-3, on_step=None):
     history, timer, pairs = {"mlm": [], "nsp": []}, Timer(), 0
     with tqdm(total=num_steps, desc="steps", mininterval=1) as progress:
         while len(history["mlm"]) < num_steps:
-            for batch in nonempty("train_iter", train_iter):
+            for batch in _nonempty("train_iter", train_iter):
                 shards = [_split_and_load(x, devices) for x in batch]
                 with autograd.record():
                     losses = [bert_batch_loss(net, *shard) for shard in zip(*shards)]
@@ -366,7 +366,7 @@ def classifier_batch_loss(net, tokens, segments, valid_lens, labels):
     check_tokens("tokens", tokens, valid_lens)  # before max(), which fails on an empty batch
     width = max(int(valid_lens.max()), 1)
     logits = net(tokens[:, :width], segments[:, :width], valid_lens)
-    check_labels("labels", labels, logits)
+    _check_labels("labels", labels, logits)
     correct = (logits.argmax(axis=1).astype("int32") == labels.astype("int32")).sum()
     return _CE(logits, labels).sum(), correct
 
@@ -374,8 +374,8 @@ def classifier_batch_loss(net, tokens, segments, valid_lens, labels):
 def evaluate_accuracy(net, data_iter, devices):
     """Fraction of the examples of ``data_iter`` (batches tokens, segments, valid_lens,
     labels) that ``net`` classifies correctly, the batches split across ``devices``."""
-    devices, correct = check_contexts("devices", devices), Accumulator(2)
-    for batch in nonempty("data_iter", data_iter):
+    devices, correct = _check_contexts("devices", devices), Accumulator(2)
+    for batch in _nonempty("data_iter", data_iter):
         for shard in zip(*(_split_and_load(x, devices) for x in batch)):
             correct.add(classifier_batch_loss(net, *shard)[1], shard[0].shape[0])
     return correct[0] / correct[1]
@@ -392,7 +392,7 @@ def train_classifier(net, train_iter, val_iter, num_epochs, lr, devices,
     'write'. Returns ``{"loss": [...] per step, "val_acc": [...] per epoch}``.
     """
     num_epochs = check_int("num_epochs", num_epochs, minimum=1)
-    devices = check_contexts("devices", devices)
+    devices = _check_contexts("devices", devices)
     check_bool("freeze_encoder", freeze_encoder)
     with warnings.catch_warnings():  # "already initialized": the pretrained parameters
         warnings.simplefilter("ignore")
@@ -404,7 +404,7 @@ def train_classifier(net, train_iter, val_iter, num_epochs, lr, devices,
     history = {"loss": [], "val_acc": []}
     with tqdm(total=num_epochs * len(train_iter), desc="steps", mininterval=1) as progress:
         for _ in range(num_epochs):
-            for batch in nonempty("train_iter", train_iter):
+            for batch in _nonempty("train_iter", train_iter):
                 shards = list(zip(*(_split_and_load(x, devices) for x in batch)))
                 with autograd.record():
                     losses = [classifier_batch_loss(net, *shard)[0] for shard in shards]
@@ -416,3 +416,48 @@ def train_classifier(net, train_iter, val_iter, num_epochs, lr, devices,
             history["val_acc"].append(evaluate_accuracy(net, val_iter, devices))
             progress.set_postfix(val_acc=f"{history['val_acc'][-1]:.3f}")
     return history
+
+
+# Argument checks that only this module uses (those of several modules are in _checks.py)
+def _check_contexts(name, ctxs):
+    """``ctxs`` as a list after checking it is a non-empty list or tuple of Contexts."""
+    if not isinstance(ctxs, (list, tuple)) or not ctxs:
+        raise ValueError(f"{name} must be a non-empty list of contexts, got {ctxs!r}")
+    for i, ctx in enumerate(ctxs):
+        check_context(f"{name}[{i}]", ctx)
+    return list(ctxs)
+
+
+def _nonempty(name, iterable):
+    """Iterate over ``iterable``; raise ValueError at its end if it yielded nothing (a loop over
+    it would divide by zero or, repeated until a number of steps, never end)."""
+    empty = True
+    for item in iterable:
+        empty = False
+        yield item
+    if empty:
+        raise ValueError(f"{name} yielded no batch: it is empty")
+
+
+def _check_labels(name, labels, logits):
+    """Raise unless ``labels`` holds one class id in [0, classes) per row of ``logits``
+    (..., classes): an id out of range would pick another row's score or garbage."""
+    if labels.size * logits.shape[-1] != logits.size:
+        raise ValueError(f"{name} must hold one label per prediction {logits.shape[:-1]}, got "
+                         f"shape {labels.shape}")
+    check_integers(name, labels, 0, logits.shape[-1] - 1,
+                   f" (class ids below {logits.shape[-1]})")
+
+
+def _check_sequence_loss(pred, label, valid_len):
+    """Raise unless ``pred`` is (batch, steps, vocab) float logits, ``label`` (batch, steps)
+    class ids below vocab and ``valid_len`` (batch,) integers in [0, steps]."""
+    for name, x in (("pred", pred), ("label", label), ("valid_len", valid_len)):
+        check_ndarray(name, x)  # a list has no shape to report
+    if pred.ndim != 3 or label.shape != pred.shape[:2] or valid_len.shape != pred.shape[:1]:
+        raise ValueError("expected pred (batch, steps, vocab), label (batch, steps) and "
+                         f"valid_len (batch,); got shapes {pred.shape}, {label.shape}, "
+                         f"{valid_len.shape}")
+    check_float_array("pred", pred)
+    check_integers("label", label, 0, pred.shape[2] - 1, " (class ids below vocab)")
+    check_lengths("valid_len", valid_len, pred.shape[0], pred.shape[1])

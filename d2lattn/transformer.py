@@ -16,8 +16,7 @@ from mxnet import nd, np
 from mxnet.gluon import nn
 
 from ._checks import (check_bool, check_int, check_ndarray, check_positive, check_rate,
-                      check_same_shape, check_step_tokens, check_token_ids, check_tokens,
-                      check_width)
+                      check_token_ids, check_tokens)
 from ._ops import (Dense, Dropout, LayerNorm, checked, checked_call, is_symbol, on_rows,
                    unused_parameters_allowed)
 from .attention import MultiHeadAttention, lengths, without_padding
@@ -51,7 +50,7 @@ class PositionWiseFFN(nn.HybridBlock):
     def forward(self, X):
         if checked(X):  # called by a block that checked its inputs
             return super().forward(X)
-        check_width("X", check_ndarray("X", X))
+        _check_width("X", check_ndarray("X", X))
         if X.ndim < 2:
             raise ValueError(f"X must be (..., steps, d), at least 2-D, got shape {X.shape}")
         _check_layer_input("X", X, self.dense1.weight, "the input width of dense1")
@@ -105,7 +104,7 @@ class AddNorm(nn.HybridBlock):
         with unused_parameters_allowed():  # pre-norm: the LN acts in sublayer_input
             if checked(X):  # called by a block that checked its inputs
                 return super().forward(X, Y)
-            check_same_shape(check_ndarray("X", X), check_ndarray("Y", Y))
+            _check_same_shape(check_ndarray("X", X), check_ndarray("Y", Y))
             dtypes = [onp.dtype(x).name for x in (X.dtype, Y.dtype, self.ln.gamma.dtype)]
             if len(set(dtypes)) > 1:
                 raise TypeError(f"X, Y and the layer's parameters must have one dtype, got X "
@@ -327,7 +326,7 @@ class TransformerDecoder(AttentionDecoder):
         return enc_outputs, enc_lens, caches, 0
 
     def forward(self, X, state):
-        check_step_tokens("X", X, state[0].shape[0], self.embedding)
+        _check_step_tokens("X", X, state[0].shape[0], self.embedding)
         offset = state[3]
         X = embed(self, X, offset)
         for blk in self.blks:
@@ -365,3 +364,28 @@ def _causal_lens(X, cached):
     batch, steps = X.shape[:2]
     lens = np.arange(cached + 1, cached + steps + 1, dtype="float32", ctx=X.ctx)
     return np.broadcast_to(lens.reshape(1, steps), (batch, steps))
+
+
+# Argument checks that only this module uses (those of several modules are in _checks.py)
+def _check_same_shape(X, Y):
+    """Raise unless ``X`` and ``Y`` have one shape with a last axis (a width) >= 1, as a
+    residual connection X + Y followed by a LayerNorm needs."""
+    if X.shape != Y.shape:
+        raise ValueError(f"X and Y must have the same shape, got X {X.shape}, Y {Y.shape}")
+    _check_width("X", X)  # nothing to normalise; the LayerNorm cannot be sized
+
+
+def _check_width(name, X):
+    """Raise unless ``X`` (..., d) has a width d >= 1, as a layer on its rows needs (an empty
+    batch or no steps are fine)."""
+    if X.shape[-1:] in ((), (0,)):
+        raise ValueError(f"{name} must have a width (last axis) >= 1, got shape {X.shape}")
+
+
+def _check_step_tokens(name, X, batch, embedding):
+    """Raise unless ``X`` is (``batch``, steps) ids, neither axis empty, that ``embedding`` (a
+    Gluon Embedding) has rows for: a decoder's input, whose batch its state fixes."""
+    if X.ndim != 2 or X.shape[0] != batch:
+        raise ValueError(f"{name} must be (batch = {batch}, steps) token ids, got shape "
+                         f"{X.shape}")
+    check_token_ids(name, X, embedding)

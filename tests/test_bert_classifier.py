@@ -103,7 +103,7 @@ def test_bad_arguments_are_named():
     tokens, segments, _ = batch()
     with pytest.raises(ValueError, match="valid_lens must be given"):
         net(tokens, segments, None)
-    with pytest.raises(ValueError, match=r"valid_len must have shape \(3,\), got \(2,\)"):
+    with pytest.raises(ValueError, match=r"valid_lens must have shape \(3,\), got \(2,\)"):
         net(tokens, segments, np.array([1, 2], dtype="int32"))
 
 

@@ -566,7 +566,7 @@ def test_bad_token_and_state_shapes():
     net = make_net()
     with pytest.raises(ValueError, match=r"X must be \(batch, steps\) token ids, got shape"):
         net.encoder(tokens((3,)))
-    with pytest.raises(ValueError, match=r"valid_len must have shape \(3,\), got \(2,\)"):
+    with pytest.raises(ValueError, match=r"valid_lens must have shape \(3,\), got \(2,\)"):
         net.encoder(SRC, SRC_LENS[:2])
     state = net.decoder.init_state(net.encoder(SRC, SRC_LENS), SRC_LENS)
     with pytest.raises(ValueError, match=r"X must be \(batch = 3, steps\) token ids, got shape "
