@@ -19,7 +19,7 @@ from mxnet.gluon import nn
 from ._checks import (_is_real, check_array, check_bool, check_context, check_divisible,
                       check_hidden_states, check_id_list, check_int, check_ndarray,
                       check_positive, check_rate, check_token_ids, check_tokens)
-from ._ops import (Dense, Dropout, checked_call, is_symbol, legacy,
+from ._ops import (Dense, Dropout, checked, checked_call, is_symbol, legacy,
                    unused_parameters_allowed)
 from .attention import (KVCache, attention_pooling, check_cache, merge_heads, split_heads)
 from .positional import (LearnedPositionalEmbedding, NoPositionalEncoding, PositionalEncoding,
@@ -110,15 +110,15 @@ class CausalSelfAttention(nn.HybridBlock):
     def forward(self, X, cache=None):
         if is_symbol(X):
             raise NotImplementedError("a parent's graph runs CausalSelfAttention.cached")
+        inputs = self.graph_inputs(X, cache)
         with unused_parameters_allowed(), checked_call():
-            out, k, v = super().forward(*self.graph_inputs(X, cache))
+            out, k, v = super().forward(*inputs)
         if cache is not None:
             cache.append(k, v, X.shape[1])
         return out
 
-    def graph_inputs(self, X, cache):
-        """Check a call's X (batch, steps, num_hiddens) and cache; return the arrays
-        :meth:`cached` takes: X, the cached keys and values, the offset."""
+    def check_input(self, X):
+        """Raise unless ``X`` is (batch, steps, num_hiddens) floats of the layer's dtype."""
         check_hidden_states("X", X)
         if X.shape[-1] != self.num_hiddens:
             raise ValueError(f"X must have num_hiddens = {self.num_hiddens} features, got "
@@ -127,7 +127,14 @@ class CausalSelfAttention(nn.HybridBlock):
             raise TypeError(f"X has dtype {onp.dtype(X.dtype).name} but the layer's "
                             f"parameters {onp.dtype(self.W_q.weight.dtype).name}: cast one "
                             "of them")
-        cache = self.init_cache() if cache is None else check_cache(cache, self)
+
+    def graph_inputs(self, X, cache):
+        """Check a call's X (batch, steps, num_hiddens) and cache; return the arrays
+        :meth:`cached` takes: X, the cached keys and values, the offset."""
+        if not checked(X):  # not called by GPT, which checked its tokens and caches
+            self.check_input(X)
+            cache = None if cache is None else check_cache(cache, self)
+        cache = self.init_cache() if cache is None else cache
         offset = np.array([cache.offset], dtype="float32", ctx=X.ctx)
         self.attention_weights = None  # a cached graph does not set them
         return (X, *cache.arrays(X.shape[0], X), offset)
@@ -164,8 +171,9 @@ class GPTBlock(nn.HybridBlock):
         if is_symbol(X):
             raise NotImplementedError("GPTBlock is a cached graph of its own: hybridize it, "
                                       "not a parent")
+        inputs = self.attention.graph_inputs(X, cache)
         with unused_parameters_allowed(), checked_call():
-            out, k, v = super().forward(*self.attention.graph_inputs(X, cache))
+            out, k, v = super().forward(*inputs)
         if cache is not None:
             cache.append(k, v, X.shape[1])
         return out
@@ -228,8 +236,9 @@ class GPT(nn.Block):
     def forward(self, tokens, caches=None):
         offset = self._check(tokens, caches)
         X = embed(self, tokens, offset)
-        for i, blk in enumerate(self.blks):
-            X = blk(X, None if caches is None else caches[i])
+        with checked_call():
+            for i, blk in enumerate(self.blks):
+                X = blk(X, None if caches is None else caches[i])
         return self.dense(X if self.norm is None else self.norm(X))
 
     def _check(self, tokens, caches):
@@ -250,6 +259,8 @@ class GPT(nn.Block):
                 or not all(isinstance(cache, KVCache) for cache in caches):
             raise ValueError(f"caches must be None or a list of {blocks} KVCaches (from "
                              f"init_caches()), got {caches!r:.80}")
+        for cache, blk in zip(caches, self.blks):
+            check_cache(cache, blk.attention)
         offsets = [cache.offset for cache in caches]
         if len(set(offsets)) > 1:
             raise ValueError(f"caches must hold as many steps in every block, got {offsets}")

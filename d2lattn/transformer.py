@@ -7,6 +7,10 @@ self-attention is causal, the token at position t sees positions 0..t (valid len
 t + 1 per query). The decoder keeps each block's projected keys and values in its state (and
 the encoder outputs projected once for encoder-decoder attention), so decoding one token at
 a time costs O(n) per token and gives the same logits as one call on the whole target.
+
+Every block is a Gluon ``HybridBlock`` whose ``hybrid_forward`` is its one computation, for
+the imperative call and the cached graph of ``hybridize()`` alike; ``forward`` checks a call
+with arrays first, and the blocks it calls then skip their checks (``_ops.checked_call``).
 """
 import copy
 import math
@@ -223,8 +227,9 @@ class TransformerDecoderBlock(nn.HybridBlock):
     def hybrid_forward(self, F, X, causal_lens, self_k, self_v, enc, enc_lens, cross_k,
                        cross_v):
         """The block's computation -> (output, then the self-attention's and the
-        cross-attention's keys and values to cache). ``enc``: the encoder outputs, or 0 of
-        their positions once ``cross_k`` and ``cross_v`` hold them projected."""
+        cross-attention's keys and values to cache). ``enc``: the encoder outputs, or one of
+        their positions (masked by ``enc_lens``) once ``cross_k`` and ``cross_v`` hold them
+        projected."""
         kv = {}
 
         def self_attention(Z):
@@ -247,40 +252,55 @@ class TransformerDecoderBlock(nn.HybridBlock):
                                       "hybridize it, not a parent")
         enc_outputs, enc_lens, caches, offset = state
         cache = caches[self.i]
-        self.attention1.check_call(X, X, X)  # and forget the last weights
-        self.attention2.check_call(X, enc_outputs, enc_outputs)
+        if not checked(X):  # called by TransformerDecoder, which checked its tokens
+            self.attention1.check_call(X, X, X)
+            self.attention2.check_call(X, enc_outputs, enc_outputs)
+        for attention in (self.attention1, self.attention2):
+            attention.attention.attention_weights = None  # a cached graph does not set them
         self_k, self_v = cache.self_attention.arrays(X.shape[0], X)
         cross_k, cross_v = cache.cross_attention.arrays(X.shape[0], X)
-        enc = enc_outputs[:, :0] if cross_k.shape[1] else enc_outputs  # projected once
+        # The source is projected on the first call. Later calls add one position to the
+        # cached ones, which enc_lens mask, so that no graph sees an empty input.
+        enc = cache.source_position if cross_k.shape[1] else enc_outputs
         with checked_call():
             Y, *kv = super().forward(X, _causal_lens(X, self_k.shape[1]), self_k, self_v, enc,
                                      enc_lens, cross_k, cross_v)
-        new = DecoderCache(copy.copy(cache.self_attention), copy.copy(cache.cross_attention))
+        new = DecoderCache(copy.copy(cache.self_attention), cache.cross_attention,
+                           cache.source_position)
         new.self_attention.append(kv[0], kv[1], X.shape[1])
-        new.cross_attention.append(kv[2], kv[3], enc.shape[1])
+        weights = self.attention2.attention.attention_weights  # None after a graph
+        if cross_k.shape[1] and weights is not None:  # without the added position
+            self.attention2.attention.attention_weights = weights[:, :, :-1]
+        if not cross_k.shape[1]:
+            new.cross_attention = copy.copy(cache.cross_attention)
+            new.cross_attention.append(kv[2], kv[3], enc.shape[1])
         return Y, (enc_outputs, enc_lens, caches[:self.i] + [new] + caches[self.i + 1:], offset)
 
 
 class DecoderCache:
     """What one decoder block keeps between calls: the :class:`~d2lattn.attention.KVCache`
     of its self-attention, ``self_attention``, and of its encoder-decoder attention,
-    ``cross_attention`` (the encoder outputs projected on the first call)."""
+    ``cross_attention`` (the encoder outputs projected on the first call), and
+    ``source_position``, the first position of the encoder outputs (batch, 1, num_hiddens),
+    which calls after the first project in its place."""
 
-    def __init__(self, self_attention, cross_attention):
+    def __init__(self, self_attention, cross_attention, source_position):
         self.self_attention, self.cross_attention = self_attention, cross_attention
+        self.source_position = source_position
 
     def reordered(self, indices):
         """The cache of the sequences ``indices`` (beam search), heads kept together."""
         return DecoderCache(self.self_attention.reordered(indices),
-                            self.cross_attention.reordered(indices))
+                            self.cross_attention.reordered(indices),
+                            self.source_position[indices])
 
 
 class TransformerDecoder(AttentionDecoder):
     """The Transformer decoder: embedding * sqrt(d) + positions, ``num_blks`` blocks, Dense.
 
-    ``init_state(enc_outputs, enc_valid_lens=None)`` -> state = (enc_outputs, enc_valid_lens,
-    per block an empty key/value cache for each attention, ``{"self": {}, "cross": {}}``,
-    offset 0). ``forward(X (batch, steps), state)`` ->
+    ``init_state(enc_outputs, enc_valid_lens=None)`` -> state = (enc_outputs with their
+    padding zeroed, enc_valid_lens as float32 lengths (batch,), per block an empty
+    :class:`DecoderCache`, offset 0). ``forward(X (batch, steps), state)`` ->
     (logits (batch, steps, vocab_size), state with the caches extended and the offset
     advanced by ``steps``): feeding a target in one call or one token per call gives the same
     logits. ``reorder_state(state, indices)`` keeps the batch rows ``indices`` (caches
@@ -321,7 +341,8 @@ class TransformerDecoder(AttentionDecoder):
         enc_lens = lengths(enc_valid_lens, enc_outputs.shape[:2] + enc_outputs.shape[1:2])
         enc_lens = enc_lens.as_in_ctx(enc_outputs.ctx)
         enc_outputs, _ = without_padding(nd, enc_outputs, enc_outputs, enc_lens)
-        caches = [DecoderCache(blk.attention1.init_cache(), blk.attention2.init_cache())
+        first = enc_outputs[:, :1]  # what later calls project: see TransformerDecoderBlock
+        caches = [DecoderCache(blk.attention1.init_cache(), blk.attention2.init_cache(), first)
                   for blk in self.blks]
         return enc_outputs, enc_lens, caches, 0
 
@@ -329,8 +350,9 @@ class TransformerDecoder(AttentionDecoder):
         _check_step_tokens("X", X, state[0].shape[0], self.embedding)
         offset = state[3]
         X = embed(self, X, offset)
-        for blk in self.blks:
-            X, state = blk(X, state)
+        with checked_call():
+            for blk in self.blks:
+                X, state = blk(X, state)
         X = X if self.norm is None else self.norm(X)
         return self.dense(X), state[:3] + (offset + X.shape[1],)
 

@@ -405,8 +405,8 @@ def test_encoder_outputs_are_projected_once_per_block_when_decoding():
     state = net.decoder.init_state(net.encoder(SRC, SRC_LENS), SRC_LENS)
     for t in range(4):
         _, state = net.decoder(TGT[:, t:t + 1], state)
-    # the first step projects the source; the later ones project 0 of its positions
-    assert calls == [(3, SRC.shape[1], D)] * 2 + [(3, 0, D)] * 6
+    # the first step projects the source; the later ones one position, which the lengths mask
+    assert calls == [(3, SRC.shape[1], D)] * 2 + [(3, 1, D)] * 6
     blk = net.decoder.blks[0]
     lens = SRC_LENS.asnumpy()[:, None, None]
     source = np.array(onp.where(onp.arange(SRC.shape[1])[:, None] < lens, state[0].asnumpy(), 0))
