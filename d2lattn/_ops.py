@@ -93,9 +93,11 @@ def on_rows(layer, X, *more):
     return out[:0].reshape(X.shape[:-1] + out.shape[1:])
 
 
-def legacy(X):
-    """The module of MXNet's legacy operators for X (an mxnet.np array or Symbol), or for
-    F (``mxnet.ndarray`` or ``mxnet.symbol``, a block's ``hybrid_forward`` argument)."""
+def operators(X):
+    """The module of operators for X, what a block's ``hybrid_forward`` receives as F:
+    ``mxnet.ndarray`` for an mxnet.np array, ``mxnet.symbol`` for a Symbol (and F itself for
+    F). Its ``np`` and ``npx`` serve mxnet.np inputs; its own functions are MXNet's legacy
+    operators (``SequenceMask``, ``transpose``, ...), called on ``x.as_nd_ndarray()``."""
     if X is nd or X is symbol:
         return X
     return symbol if is_symbol(X) else nd
@@ -107,7 +109,7 @@ def transpose(X, axes):
     MXNet 1.9.1's legacy operator is ~4x faster on CPU than the numpy-interface one
     (bench/mha.py); the conversions share memory and are recorded by autograd.
     """
-    return legacy(X).transpose(X.as_nd_ndarray(), axes=axes).as_np_ndarray()
+    return operators(X).transpose(X.as_nd_ndarray(), axes=axes).as_np_ndarray()
 
 
 def sequence_mask(rows, lens, value):
@@ -116,7 +118,7 @@ def sequence_mask(rows, lens, value):
 
     The legacy SequenceMask operator, faster on CPU than ``npx.sequence_mask`` in 1.9.1.
     """
-    return legacy(rows).SequenceMask(rows.as_nd_ndarray(), lens.as_nd_ndarray(),
+    return operators(rows).SequenceMask(rows.as_nd_ndarray(), lens.as_nd_ndarray(),
                                       use_sequence_length=True, value=value,
                                       axis=1).as_np_ndarray()
 

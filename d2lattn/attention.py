@@ -17,7 +17,7 @@ from mxnet import gluon, nd, np, npx
 
 from ._checks import (check_bool, check_divisible, check_float_array, check_int,
                       check_integers, check_rate)
-from ._ops import (Dense, Dropout, checked, checked_call, is_symbol, legacy, masked_fill,
+from ._ops import (Dense, Dropout, checked, checked_call, is_symbol, masked_fill, operators,
                    sequence_mask, transpose)
 
 
@@ -51,15 +51,15 @@ def _masked_softmax(F, X, valid_lens, window=None):
     if window is not None:
         rows = _before_window(F, rows, hi, window)
     weights = sequence_mask(F.npx.softmax(rows, axis=-1), hi, 0)
-    return legacy(F).reshape_like(weights.as_nd_ndarray(), X.as_nd_ndarray()).as_np_ndarray()
+    return operators(F).reshape_like(weights.as_nd_ndarray(), X.as_nd_ndarray()).as_np_ndarray()
 
 
 def _per_query(F, valid_lens, scores):
     """The float32 lengths (rows,) or (rows, queries) as one length per row of the scores
     (rows, queries, keys) laid out as (rows * queries,)."""
     lens = F.npx.reshape(valid_lens, (-2, -1, 1)).as_nd_ndarray()  # (rows, 1 or queries, 1)
-    first = legacy(F).slice_axis(scores.as_nd_ndarray(), axis=2, begin=0, end=1)
-    return legacy(F).broadcast_like(lens, first).as_np_ndarray().reshape(-1)
+    first = operators(F).slice_axis(scores.as_nd_ndarray(), axis=2, begin=0, end=1)
+    return operators(F).broadcast_like(lens, first).as_np_ndarray().reshape(-1)
 
 
 def _before_window(F, rows, hi, window):
@@ -116,17 +116,19 @@ def attention_pooling(F, scores, values, valid_lens, dropout, window=None):
 class ScoredAttention(gluon.nn.HybridBlock):
     """Attention pooling with a scoring function: the step all attention layers share.
 
-    Subclasses define ``score(F, queries, keys) -> (batch, queries, keys)``. The call
+    Subclasses define ``score(queries, keys) -> (batch, queries, keys)``. The call
     ``(queries (batch, queries, q), keys (batch, keys, k), values (batch, keys, v),
     valid_lens=None)`` returns (batch, queries, v) and keeps the weights, before dropout, in
     ``attention_weights`` (batch, queries, keys). Dropout on the weights acts in training
     mode only (under ``autograd.record()``). Keys and values beyond every valid length of
     their sequence are zeroed first: inf or NaN there reaches no output and no gradient.
 
-    ``hybridize()`` makes the call a cached graph (where the scoring function has one:
-    :class:`DotProductAttention`): the same computation, checked as before;
-    ``attention_weights`` is then None (the graph does not return them: call the block
-    without ``hybridize()`` to see them).
+    ``hybridize()`` makes the call a cached graph where the score is written for both kinds
+    of input (``has_graph``: :class:`DotProductAttention`, :class:`GeneralAttention`, whose
+    ``score`` takes its operators from ``operators(queries)``): the same computation,
+    checked as before; ``attention_weights`` is then None (the graph does not return them:
+    call the block without ``hybridize()`` to see them). A score written with ``np``
+    functions, as in a subclass of one's own, stays imperative when hybridized.
     """
 
     def __init__(self, dropout, **kwargs):
@@ -134,9 +136,9 @@ class ScoredAttention(gluon.nn.HybridBlock):
         self.dropout = Dropout(check_rate("dropout", dropout))
         self.attention_weights = None
 
-    has_graph = True  # False: a score written for arrays only, which stays imperative
+    has_graph = False  # True: the score takes Symbols too (a cached graph)
 
-    def score(self, F, queries, keys):
+    def score(self, queries, keys):
         """Scores (batch, queries, keys) of every query against every key."""
         raise NotImplementedError
 
@@ -158,7 +160,7 @@ class ScoredAttention(gluon.nn.HybridBlock):
 
     def hybrid_forward(self, F, queries, keys, values, valid_lens):
         keys, values = without_padding(F, keys, values, valid_lens)
-        out, weights = attention_pooling(F, self.score(F, queries, keys), values, valid_lens,
+        out, weights = attention_pooling(F, self.score(queries, keys), values, valid_lens,
                                          self.dropout)
         self.attention_weights = None if is_symbol(weights) else weights
         return out
@@ -243,7 +245,10 @@ class DotProductAttention(ScoredAttention):
         self.key_width = None if key_width is None else \
             check_int("key_width", key_width, minimum=1)
 
-    def score(self, F, queries, keys):
+    has_graph = True
+
+    def score(self, queries, keys):
+        F = operators(queries)
         return F.npx.batch_dot(queries, keys, transpose_b=True) \
             / _sqrt_width(F, queries, self.key_width)
 
@@ -272,8 +277,6 @@ class AdditiveAttention(ScoredAttention):
     hybridized.
     """
 
-    has_graph = False
-
     def __init__(self, num_hiddens, dropout, **kwargs):
         super().__init__(dropout, **kwargs)
         num_hiddens = check_int("num_hiddens", num_hiddens, minimum=1)
@@ -281,7 +284,7 @@ class AdditiveAttention(ScoredAttention):
         self.W_q = gluon.nn.Dense(num_hiddens, use_bias=False, flatten=False)
         self.w_v = gluon.nn.Dense(1, use_bias=False, flatten=False)
 
-    def score(self, F, queries, keys):
+    def score(self, queries, keys):
         features = _pairwise_sum(self.W_q(queries), self.W_k(keys))
         return np.squeeze(self.w_v(_tanh(features)), axis=-1)
 
@@ -303,8 +306,10 @@ class GeneralAttention(ScoredAttention):
                              f"queries {queries.shape}")
         _check_width("keys", keys, "W_a", self.W_a)
 
-    def score(self, F, queries, keys):
-        return F.npx.batch_dot(queries, self.W_a(keys), transpose_b=True)
+    has_graph = True
+
+    def score(self, queries, keys):
+        return operators(queries).npx.batch_dot(queries, self.W_a(keys), transpose_b=True)
 
 
 class ConcatAttention(ScoredAttention):
@@ -314,15 +319,13 @@ class ConcatAttention(ScoredAttention):
     score is written for arrays: the layer stays imperative when hybridized.
     """
 
-    has_graph = False
-
     def __init__(self, num_hiddens, dropout, **kwargs):
         super().__init__(dropout, **kwargs)
         num_hiddens = check_int("num_hiddens", num_hiddens, minimum=1)
         self.W_a = gluon.nn.Dense(num_hiddens, use_bias=False, flatten=False)
         self.v_a = gluon.nn.Dense(1, use_bias=False, flatten=False)
 
-    def score(self, F, queries, keys):
+    def score(self, queries, keys):
         pairs = (queries.shape[0], queries.shape[1], keys.shape[1])  # (batch, queries, keys)
         q = np.broadcast_to(np.expand_dims(queries, 2), pairs + queries.shape[-1:])
         k = np.broadcast_to(np.expand_dims(keys, 1), pairs + keys.shape[-1:])

@@ -19,7 +19,7 @@ from mxnet.gluon import nn
 from ._checks import (_is_real, check_array, check_bool, check_context, check_divisible,
                       check_hidden_states, check_id_list, check_int, check_ndarray,
                       check_positive, check_rate, check_token_ids, check_tokens)
-from ._ops import (Dense, Dropout, checked, checked_call, is_symbol, legacy,
+from ._ops import (Dense, Dropout, checked, checked_call, is_symbol, operators,
                    unused_parameters_allowed)
 from .attention import (KVCache, attention_pooling, check_cache, merge_heads, split_heads)
 from .positional import (LearnedPositionalEmbedding, NoPositionalEncoding, PositionalEncoding,
@@ -90,7 +90,7 @@ class CausalSelfAttention(nn.HybridBlock):
         out, weights = attention_pooling(F, scores, v, F.np.tile(lens, (1, group)),
                                          self.dropout, self.window)
         self.attention_weights = None if is_symbol(weights) else weights
-        out = legacy(F).reshape_like(out.as_nd_ndarray(), q.as_nd_ndarray()).as_np_ndarray()
+        out = operators(F).reshape_like(out.as_nd_ndarray(), q.as_nd_ndarray()).as_np_ndarray()
         return self.W_o(merge_heads(F, out, self.num_heads)), k, v
 
     def rotate(self, F, X, positions):

@@ -4,7 +4,7 @@ import re
 import mxnet as mx
 import numpy as onp
 import pytest
-from mxnet import autograd, gluon, nd, np, npx
+from mxnet import autograd, gluon, np, npx
 
 from reference import (np_additive_scores, np_dot_scores, np_masked_softmax,
                        np_softmax_grad, value)
@@ -278,7 +278,7 @@ def test_dot_product_scaling_keeps_the_score_variance_at_1(d):
     q, k = rng.standard_normal((1, 300, d)), rng.standard_normal((1, 300, d))
     unscaled = q @ k.transpose(0, 2, 1)
     assert unscaled.var() == pytest.approx(d, rel=0.1)  # sum of d unit-variance products
-    scaled = DotProductAttention(0).score(nd, as_np(q), as_np(k)).asnumpy()
+    scaled = DotProductAttention(0).score(as_np(q), as_np(k)).asnumpy()
     assert scaled.var() == pytest.approx(1, rel=0.1)
     onp.testing.assert_allclose(scaled, unscaled / math.sqrt(d), rtol=1e-3, atol=1e-4)
 
@@ -295,7 +295,7 @@ def test_dot_product_attention_by_hand():
 
 def test_scored_attention_with_a_gaussian_score_is_nadaraya_watson():
     class GaussianAttention(ScoredAttention):
-        def score(self, F, queries, keys):
+        def score(self, queries, keys):
             return -(queries - keys.transpose(0, 2, 1)) ** 2 / 2
 
     x, y, x_query = [0.0, 1.0, 2.5, 4.0], [1.0, 3.0, 2.0, 5.0], [0.5, 3.0]

@@ -230,7 +230,7 @@ def test_forbidding_masked_softmax_stubs_the_helper_that_does_its_work(tmp_path)
     helpers, users = forbid_module.body(["d2lattn.masked_softmax"])
     assert "d2lattn.attention._masked_softmax" in helpers
     assert users["d2lattn.attention._masked_softmax"] == [  # what stops working with it
-        "d2lattn.attention.ScoredAttention", "d2lattn.attention.SlidingWindowAttention"]
+        "d2lattn.attention.attention_pooling"]
     text = (shadow.shadow_package(["d2lattn.masked_softmax"], tmp_path) / "attention.py") \
         .read_text()
     assert "def _masked_softmax(*args, **kwargs):\n    raise PermissionError(" in text
