@@ -42,16 +42,18 @@ def masked_softmax(X, valid_lens):
 def _masked_softmax(F, X, valid_lens, window=None):
     """:func:`masked_softmax` of X (rows, queries, keys) for the float32 ``valid_lens`` (rows,)
     or (rows, queries) of :func:`lengths`, in either mode of F; with a ``window``, each query
-    also sees only the last ``window`` keys its length allows. Masked scores become -inf, so
-    they get weight 0; a row with no key gets weights 0 (its softmax, NaN, is replaced).
-    float16 rows are summed in float32 (``MXNET_SAFE_ACCUMULATION``, set by d2lattn)."""
+    also sees only the last ``window`` keys its length allows. MXNet's softmax with lengths
+    reads no score at or beyond a row's length and writes weight 0 there, and a row of
+    length 0 gets weights 0: whatever a masked score holds, its weight and gradient are
+    exactly 0. float16 rows are summed in float32 (``MXNET_SAFE_ACCUMULATION``, set by
+    d2lattn)."""
     rows = F.npx.reshape(X, (-5, -2))  # (rows * queries, keys)
     hi = _per_query(F, valid_lens, X)  # (rows * queries,): keys >= hi are masked
-    rows = sequence_mask(rows, hi, -onp.inf)
     if window is not None:
         rows = _before_window(F, rows, hi, window)
-    weights = sequence_mask(F.npx.softmax(rows, axis=-1), hi, 0)
-    return operators(F).reshape_like(weights.as_nd_ndarray(), X.as_nd_ndarray()).as_np_ndarray()
+    weights = F.npx.softmax(rows, hi.astype("int32"), axis=-1, use_length=True)
+    return operators(F).reshape_like(weights.as_nd_ndarray(),
+                                     X.as_nd_ndarray()).as_np_ndarray()
 
 
 def _per_query(F, valid_lens, scores):
