@@ -162,6 +162,11 @@ class ScoredAttention(gluon.nn.HybridBlock):
 
     def hybrid_forward(self, F, queries, keys, values, valid_lens):
         keys, values = without_padding(F, keys, values, valid_lens)
+        return self.pool(F, queries, keys, values, valid_lens)
+
+    def pool(self, F, queries, keys, values, valid_lens):
+        """The pooling of :meth:`hybrid_forward` on keys and values whose padding is already
+        zeroed (float32 ``valid_lens``); keeps the weights unless in a graph."""
         out, weights = attention_pooling(F, self.score(queries, keys), values, valid_lens,
                                          self.dropout)
         self.attention_weights = None if is_symbol(weights) else weights
@@ -503,21 +508,24 @@ class MultiHeadAttention(gluon.nn.HybridBlock):
 
     def attend(self, F, q, k, v, valid_lens):
         """Per-head queries ``q`` (batch * num_heads, queries, p) attend to per-head keys
-        and values ``k``, ``v`` (batch * num_heads, keys, p), as split by :func:`split_heads`;
-        the heads' outputs are merged and mixed by ``W_o``."""
-        out = self.attention(q, k, v, F.np.repeat(valid_lens, self.num_heads, axis=0))
+        and values ``k``, ``v`` (batch * num_heads, keys, p), as split by :func:`split_heads`,
+        whose padding is zeroed; the heads' outputs are merged and mixed by ``W_o``."""
+        out = self.attention.pool(F, q, k, v, F.np.repeat(valid_lens, self.num_heads, axis=0))
         return self.W_o(merge_heads(F, out, self.num_heads))
 
     def cached(self, F, queries, keys, values, valid_lens, cache_k, cache_v):
         """The call with a key/value cache: this call's keys and values are projected and
         appended to the cached ``cache_k``, ``cache_v`` (batch * num_heads, steps, p), and
         the queries attend to them all. Keys and values with 0 positions leave the cache as
-        it is. Returns (output, keys, values), the keys and values to cache."""
+        it is; the queries see zeros at the keys and values beyond every valid length (as
+        :func:`without_padding` makes them). Returns (output, keys, values), the keys and
+        values to cache, as projected."""
         q = split_heads(F, self.W_q(queries), self.num_heads)
         k = F.np.concatenate([cache_k, split_heads(F, self.W_k(keys), self.num_heads)], axis=1)
         v = F.np.concatenate([cache_v, split_heads(F, self.W_v(values), self.num_heads)],
                              axis=1)
-        return self.attend(F, q, k, v, valid_lens), k, v
+        seen = without_padding(F, k, v, F.np.repeat(valid_lens, self.num_heads, axis=0))
+        return self.attend(F, q, *seen, valid_lens), k, v
 
     def init_cache(self):
         """An empty :class:`KVCache` for this layer."""

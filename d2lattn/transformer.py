@@ -384,8 +384,8 @@ def _causal_lens(X, cached):
     """Causal float32 valid lengths (batch, steps) for X (batch, steps, d) after ``cached``
     cached keys: the query of step j sees cached + j + 1 keys."""
     batch, steps = X.shape[:2]
-    lens = np.arange(cached + 1, cached + steps + 1, dtype="float32", ctx=X.ctx)
-    return np.broadcast_to(lens.reshape(1, steps), (batch, steps))
+    lens = onp.arange(cached + 1, cached + steps + 1, dtype="float32")
+    return np.array(onp.broadcast_to(lens, (batch, steps)), ctx=X.ctx)  # one copy to X.ctx
 
 
 # Argument checks that only this module uses (those of several modules are in _checks.py)
