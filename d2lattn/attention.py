@@ -16,7 +16,7 @@ import numpy as onp
 from mxnet import gluon, nd, np, npx
 
 from ._checks import (check_bool, check_divisible, check_float_array, check_int,
-                      check_integers, check_rate)
+                      check_integers, check_layer_input, check_rate)
 from ._ops import (Dense, Dropout, checked, checked_call, is_symbol, masked_fill, operators,
                    sequence_mask, transpose)
 
@@ -311,7 +311,7 @@ class GeneralAttention(ScoredAttention):
         if queries.shape[-1] != self.query_size:
             raise ValueError(f"queries must have width query_size = {self.query_size}, got "
                              f"queries {queries.shape}")
-        _check_width("keys", keys, "W_a", self.W_a)
+        check_layer_input("keys", keys, self.W_a, "W_a")
 
     has_graph = True
 
@@ -552,7 +552,7 @@ class MultiHeadAttention(gluon.nn.HybridBlock):
         _check_param_dtype(self, queries)
         for name, x, layer in (("queries", queries, "W_q"), ("keys", keys, "W_k"),
                                ("values", values, "W_v")):
-            _check_width(name, x, layer, getattr(self, layer))
+            check_layer_input(name, x, getattr(self, layer), layer)
         if cached == 0 and keys.shape[1] == 0:
             raise ValueError("keys must have at least one position, or the cache some keys, "
                              f"got keys {keys.shape} and an empty cache")
@@ -567,14 +567,6 @@ class MultiHeadAttention(gluon.nn.HybridBlock):
             return None
         rows, n_q, n_k = weights.shape  # (batch * num_heads, queries, keys)
         return weights.reshape(rows // self.num_heads, self.num_heads, n_q, n_k)
-
-
-def _check_width(name, x, layer, dense):
-    """Raise if ``dense`` (called ``layer``) knows its input width and ``x`` has another."""
-    width = dense.weight.shape[1]  # -1 or 0 until the first call
-    if width > 0 and x.shape[-1] != width:
-        raise ValueError(f"{name} must have width {width}, the input width of {layer}, got "
-                         f"{name} of shape {x.shape}")
 
 
 def tiled_attention(queries, keys, values, valid_lens=None, causal=False, block_size=64):
