@@ -33,7 +33,7 @@ def masked_softmax(X, valid_lens):
     summed in float32. Returns (batch, queries, keys), X's dtype.
     """
     _check_scores("X", X)
-    lens = lengths(valid_lens, X.shape)
+    lens = lengths(valid_lens, X.shape, X.ctx)
     if X.size == 0:  # nothing to weigh (MXNet's masks fail on empty arrays)
         return np.zeros_like(X)
     return _masked_softmax(nd, X, lens)
@@ -71,16 +71,16 @@ def _before_window(F, rows, hi, window):
     return F.np.where(early, F.np.full_like(rows, -onp.inf), rows)
 
 
-def lengths(valid_lens, shape):
+def lengths(valid_lens, shape, ctx=None):
     """``valid_lens`` checked against scores of ``shape`` (batch, queries, keys), as the
     float32 lengths (batch,) or (batch, queries) that the computations take (exact below
-    2^24); None gives ``keys`` for every sequence.
+    2^24), on ``ctx`` (None: the current context); None gives ``keys`` for every sequence.
 
     Checked at every call (one small copy to the host): lengths changed in place between
     two calls give the new mask or an error, never the old mask."""
     batch, queries, keys = shape
     if valid_lens is None:
-        return np.full((batch,), keys, dtype="float32")
+        return np.full((batch,), keys, dtype="float32", ctx=ctx)
     if not isinstance(valid_lens, np.ndarray):
         raise TypeError("valid_lens must be None or an mxnet.np.ndarray, got "
                         f"{type(valid_lens).__name__}")
@@ -89,7 +89,8 @@ def lengths(valid_lens, shape):
                          f"= ({batch}, {queries}) for scores of shape {shape}, got shape "
                          f"{valid_lens.shape}")
     check_integers("valid_lens", valid_lens, 0, keys, " (the number of keys)")
-    return valid_lens.astype("float32", copy=False)
+    lens = valid_lens.astype("float32", copy=False)
+    return lens if ctx is None else lens.as_in_ctx(ctx)
 
 
 def without_padding(F, keys, values, valid_lens):
@@ -179,7 +180,7 @@ def check_attention_call(block, queries, keys, values, valid_lens):
     _check_inputs(queries, keys, values)
     _check_param_dtype(block, queries)
     shape = (queries.shape[0], queries.shape[1], keys.shape[1])
-    return lengths(valid_lens, shape).as_in_ctx(queries.ctx)
+    return lengths(valid_lens, shape, queries.ctx)
 
 
 def _check_3d(name, x):
@@ -558,7 +559,7 @@ class MultiHeadAttention(gluon.nn.HybridBlock):
                              f"got keys {keys.shape} and an empty cache")
         shape = (queries.shape[0], queries.shape[1], (cached or 0) + keys.shape[1])
         self.attention.attention_weights = None  # a cached graph does not set them
-        return lengths(valid_lens, shape).as_in_ctx(queries.ctx)
+        return lengths(valid_lens, shape, queries.ctx)
 
     @property
     def attention_weights(self):
@@ -589,7 +590,7 @@ def tiled_attention(queries, keys, values, valid_lens=None, causal=False, block_
     causal = check_bool("causal", causal)
     block_size = check_int("block_size", block_size, minimum=1)
     shape = (queries.shape[0], queries.shape[1], keys.shape[1])
-    lens = lengths(valid_lens, shape).as_in_ctx(queries.ctx)
+    lens = lengths(valid_lens, shape, queries.ctx)
     if queries.dtype == onp.float16:  # running sums in float32
         return tiled_attention(*(x.astype("float32") for x in (queries, keys, values)),
                                valid_lens, causal, block_size).astype("float16")

@@ -326,8 +326,8 @@ class TransformerDecoder(AttentionDecoder):
         if enc_valid_lens is not None and enc_valid_lens.shape != enc_outputs.shape[:1]:
             raise ValueError(f"enc_valid_lens must have shape ({enc_outputs.shape[0]},), got "
                              f"{enc_valid_lens.shape}")
-        enc_lens = lengths(enc_valid_lens, enc_outputs.shape[:2] + enc_outputs.shape[1:2])
-        enc_lens = enc_lens.as_in_ctx(enc_outputs.ctx)
+        enc_lens = lengths(enc_valid_lens, enc_outputs.shape[:2] + enc_outputs.shape[1:2],
+                           enc_outputs.ctx)
         enc_outputs, _ = without_padding(nd, enc_outputs, enc_outputs, enc_lens)
         first = enc_outputs[:, :1]  # what later calls project: see TransformerDecoderBlock
         caches = [DecoderCache(blk.attention1.init_cache(), blk.attention2.init_cache(), first)
