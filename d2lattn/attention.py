@@ -74,7 +74,8 @@ def _before_window(F, rows, hi, window):
 def lengths(valid_lens, shape, ctx=None):
     """``valid_lens`` checked against scores of ``shape`` (batch, queries, keys), as the
     float32 lengths (batch,) or (batch, queries) that the computations take (exact below
-    2^24), on ``ctx`` (None: the current context); None gives ``keys`` for every sequence.
+    2^24), on ``ctx`` (None: where ``valid_lens`` are, or the current context); None gives
+    ``keys`` for every sequence.
 
     Checked at every call (one small copy to the host): lengths changed in place between
     two calls give the new mask or an error, never the old mask."""

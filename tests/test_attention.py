@@ -167,7 +167,8 @@ def test_lengths_are_float32_on_the_context_asked_for(cpu1):
                             (as_np([[1, 2, 3], [0, 5, 5]], cpu1), [[1, 2, 3], [0, 5, 5]])):
         for ctx in (None, cpu1):
             got = lengths(given, (B, Q, K), ctx)
-            assert got.dtype == onp.float32 and got.ctx == (ctx or mx.current_context())
+            where = ctx or (mx.current_context() if given is None else given.ctx)
+            assert got.dtype == onp.float32 and got.ctx == where
             onp.testing.assert_array_equal(got.asnumpy(), expected)
 
 
