@@ -291,6 +291,49 @@ def test_a_pasted_result_is_found():
     assert pasted_literals(computed) == [] and unprinted_numbers(computed) == []
 
 
+def chapter_functions(path, *names):
+    """The functions ``names`` that a chapter's code cells define, executed on their own
+    (their module-level names: numpy as ``onp``)."""
+    import numpy
+    nb = nbformat.read(path, as_version=4)
+    cells = [cell.source for cell in nb.cells if cell.cell_type == "code"
+             and any(f"def {name}(" in cell.source for name in names)]  # no magics there
+    defs = [node for source in cells for node in ast.parse(source).body
+            if isinstance(node, ast.FunctionDef) and node.name in names]
+    namespace = {"onp": numpy}
+    exec(compile(ast.Module(body=defs, type_ignores=[]), str(path), "exec"), namespace)
+    return [namespace[name] for name in names]
+
+
+def test_chapter_8_interval_resamples_whole_groups():
+    """Chapter 8's ``interval`` against a loop over replicates that gathers the examples of
+    the drawn groups (the twins of a sentence) one group at a time; without groups it
+    draws the examples themselves, from the same stream."""
+    import numpy
+    interval, = chapter_functions(ROOT / "book" / "08_bert_finetuning.ipynb", "interval")
+    rng = numpy.random.RandomState(5)
+    n, num_groups, num_draws = 30, 12, 300
+    groups = numpy.sort(numpy.r_[numpy.arange(num_groups), rng.randint(0, num_groups,
+                                                                          n - num_groups)])
+    a, b = (rng.rand(3, n) < 0.7).astype(float), (rng.rand(2, n) < 0.6).astype(float)
+    for g, count in ((groups, num_groups), (numpy.arange(n), n)):
+        stream = numpy.random.RandomState(9)
+        drawn = stream.randint(0, count, (num_draws, count))
+        run_a, run_b = stream.randint(0, 3, num_draws), stream.randint(0, 2, num_draws)
+        replicates = []
+        for k in range(num_draws):
+            rows = numpy.concatenate([numpy.flatnonzero(g == j) for j in drawn[k]])
+            replicates.append(a[run_a[k], rows].mean() - b[run_b[k], rows].mean())
+        want = (a.mean() - b.mean(), *numpy.percentile(replicates, [2.5, 97.5]))
+        got = interval(a, b, g if count < n else None, num_draws=num_draws, seed=9)
+        numpy.testing.assert_allclose(got, want, rtol=0, atol=1e-12)
+    # twins that always agree: resampled together, the interval is wider than apart
+    twins = numpy.repeat(rng.rand(40) < 0.8, 2).astype(float)
+    _, low, high = interval(twins, groups=numpy.arange(80) // 2)
+    _, low_apart, high_apart = interval(twins)
+    assert high - low > 1.2 * (high_apart - low_apart)
+
+
 # Calls that draw a colour map. In a chapter, heatmaps go through d2lattn.show_heatmaps, whose
 # colour map and scale follow from the kind of quantity (weights on 0..1, signed values centred
 # at 0: tests/test_plot.py); any other colour map uses the package's map with a fixed scale.
