@@ -20,6 +20,7 @@ import d2lattn
 from d2lattn.grading import grade, limits
 from d2lattn.grading.__main__ import main
 from d2lattn.grading.batch.grade_folder import load_bundle
+from d2lattn.grading.batch.options import GradeOptions
 from d2lattn.grading.batch.gradebook import safe_field as _safe_field
 from d2lattn.grading.batch.submissions import safe_id as _student_id
 from d2lattn.grading.master.notebook import cell_source
@@ -596,6 +597,12 @@ def test_grade_rejects_bad_arguments(tmp_path):
         grade(tmp_path, bundle, tmp_path / "out", max_output=0.5)
     with pytest.raises(TypeError, match="log must be callable or None, got 'x'"):
         grade(tmp_path, bundle, tmp_path / "out", log="x")
+    with pytest.raises(ValueError, match=r"shard must be \(i, n\) with 1 <= i <= n, got \(3, 2\)"):
+        grade(tmp_path, bundle, tmp_path / "out", GradeOptions(timeout=5), shard=(3, 2))
+    with pytest.raises(TypeError, match=r"options must be a GradeOptions, got \{'timeout': 5\}"):
+        grade(tmp_path, bundle, tmp_path / "out", {"timeout": 5})
+    with pytest.raises(TypeError, match=r"unexpected keyword argument 'time_out'"):
+        grade(tmp_path, bundle, tmp_path / "out", time_out=5)
     with pytest.raises(ValueError, match="bundle must be the autograder folder written by "):
         grade(tmp_path, tmp_path / "missing", tmp_path / "out")
     with pytest.raises(ValueError, match="submissions must be a folder, got"):
@@ -621,12 +628,19 @@ def test_command_line_grades_and_unsafe_mode_gives_the_same_verdict(tmp_path, ca
         ("broken", "0"), ("master", "6")]
     assert out.endswith("broken: new, 0 of 6\nmaster: new, 6 of 6\n"
                         "0 unchanged, 0 kept from earlier runs\n"
-                        f"wrote 6 rows to {tmp_path / 'grades'}/grades.csv\n")
+                        f"graded 2 submissions (6 rows); {tmp_path / 'grades'}/grades.csv holds "
+                        "6 rows of 2 students\n")
+    (folder / "broken.ipynb").unlink()  # a re-grade of one: the file holds every row
+    main(["grade", str(folder), "--bundle", str(bundle), "--out", str(tmp_path / "grades"),
+          "--timeout", "20"])
+    assert capsys.readouterr().out.endswith(
+        f"graded 1 submission (3 rows); {tmp_path / 'grades'}/grades.csv holds 6 rows of 2 "
+        "students\n")
     main(["grade", str(folder), "--bundle", str(bundle), "--out", f"{tmp_path / 'unsafe'}/",
           "--timeout", "20", "--unsafe"])
     captured = capsys.readouterr()
     assert "master: 6 of 6 points" in captured.out and "WITHOUT a sandbox" in captured.err
-    assert f"rows to {tmp_path / 'unsafe'}/grades.csv" in captured.out  # not 'unsafe//grades'
+    assert f"; {tmp_path / 'unsafe'}/grades.csv holds" in captured.out  # not 'unsafe//grades'
 
 
 

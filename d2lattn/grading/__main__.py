@@ -142,7 +142,8 @@ def _run(args):
             shard=args.shard, timeout=args.timeout, case_timeout=args.case_timeout,
             max_output=args.max_output, max_bytes=args.max_bytes, max_code=args.max_code,
             jobs=args.jobs, unsafe=args.unsafe, log=print, progress=True))
-        print(f"graded {len({row.student for row in rows})} submissions ({len(rows)} rows); "
+        count = len({row.student for row in rows})
+        print(f"graded {count} submission{'s' * (count != 1)} ({len(rows)} rows); "
               f"{_holds(out)}")
     else:
         merge(args.out, args.shards, args.roster, _exports(args), args.new_exports, print)
