@@ -571,12 +571,12 @@ def test_batch_time_per_submission(batch):
 @needs_sandbox
 def test_a_grader_failure_on_one_submission_does_not_stop_the_batch(tmp_path, monkeypatch,
                                                                     bundle):
-    from d2lattn.grading.batch import grade_folder as batch
+    from d2lattn.grading import one_notebook
 
     def fail(*args, **kwargs):
         raise RuntimeError("sandbox failed to start")
 
-    monkeypatch.setattr(batch, "run_submission", fail)
+    monkeypatch.setattr(one_notebook, "run_submission", fail)
     folder = tmp_path / "subs"
     folder.mkdir()
     (folder / "a.ipynb").write_text(SAMPLE.read_text())
@@ -585,6 +585,12 @@ def test_a_grader_failure_on_one_submission_does_not_stop_the_batch(tmp_path, mo
     assert [(r.student, r.reason) for r in rows] == \
         [("a", "grader error: RuntimeError")] * 3 + [("b", rows[3].reason)] * 3
     assert rows[3].reason.startswith("not valid JSON")
+    # neither is the student's 0: both flagged, both exported blank
+    with open(tmp_path / "out" / "gradebook.csv", newline="") as file:
+        assert [(r["student"], r["total"], r["status"]) for r in csv.DictReader(file)] == [
+            ("a", "0", "no # STUDENT cell; not run"), ("b", "0", "unreadable")]
+    with open(tmp_path / "out" / "canvas.csv", newline="") as file:
+        assert [r["sample"] for r in csv.DictReader(file)] == ["6", "", ""]
 
 
 def test_grade_rejects_bad_arguments(tmp_path):

@@ -2,10 +2,11 @@
 student, every submission graded whatever the others do, no earlier row ever lost.
 
 Who holds what: this process reads the bundle (every case, its inputs and its expected
-values) and the submissions, and alone decides every score (:mod:`.scores`). Each group of a
-submission's questions runs in a sandbox of its own (:mod:`d2lattn.grading.sandbox`), which
-gets the submission's code cells and the cases' calls and inputs, never a case's source or
-expected value, and hands back plain data. Finding and naming the submissions is
+values) and the submissions, and alone decides every score
+(:mod:`d2lattn.grading.one_notebook`). Each group of a submission's questions runs in a
+sandbox of its own (:mod:`d2lattn.grading.sandbox`), which gets the submission's code cells
+and the cases' calls and inputs, never a case's source or expected value, and hands back
+plain data. Finding and naming the submissions is
 :mod:`.submissions`; the feedback files :mod:`.feedback`; the files of grades, the gradebook
 and its exports :mod:`.gradebook`; what a run records for the next one :mod:`.record`.
 """
@@ -21,19 +22,16 @@ from pathlib import Path
 
 from tqdm import tqdm
 
-from ..forbid.names import forbidden_uses
 from ..forbid.shadow import Shadows
-from ..master.cases import call_request, in_case, is_format, judge, numbered, parse_case
-from ..master.notebook import runnable_cells
 from ..sandbox.channel import SandboxError, check_sandbox
-from ..sandbox.session import NO_RUN, run_submission
+from ..one_notebook import grade_notebook
+from ..sandbox.session import NO_RUN
 from .feedback import feedback, total
 from .gradebook import (Row, Student, changes, gradebook, read_roster, read_rows,
                         read_skipped, read_students, replaced, write_exports, write_grades,
                         write_table)
 from .options import GradeOptions
 from .record import read_run, settle, write_run
-from .scores import score
 from .submissions import find_submissions, flagged, in_shard, name_students
 
 
@@ -248,65 +246,3 @@ def load_bundle(bundle, assignment=None):
                          f"{str(bundle)!r}), got {assignment!r}")
     data = json.loads((Path(bundle) / f"{assignment}.json").read_text(encoding="utf-8"))
     return Bundle(assignment, data["tests"], data.get("release"))
-
-
-def grade_notebook(nb, tests, limits, packages, unsafe=False):
-    """``(scores, results, executed notebook or None)`` of one notebook (a dict): run it in
-    the sandbox if it answers any question, then score every question of ``tests``.
-
-    The questions that forbid the same objects share one sandbox, whose d2lattn is
-    ``packages(forbidden names)`` (:class:`d2lattn.grading.forbid.shadow.Shadows`): a question's
-    forbidden objects are absent from its own run only. What a hidden phase gave beyond each
-    case's pass or fail (its errors, its notes) reaches no report.
-    """
-    cells = runnable_cells(nb)
-    present = {question for *_, question in cells} & {test["name"] for test in tests}
-    records, notes, outputs, executed = {}, {}, None, None
-    if present:
-        groups = {}
-        for test, case_id, case in numbered(tests):
-            if test["name"] in present:
-                phases = groups.setdefault(tuple(sorted(test["forbid"])), ([], []))
-                phases[bool(case.get("hidden"))].append(
-                    (test["name"], call_request(case_id, test["name"], case)))
-        done = run_submission([(n, text) for n, text, _ in cells],
-                              [(packages(forbid), [[r for _, r in phase] for phase in phases])
-                               for forbid, phases in groups.items()], **limits, unsafe=unsafe)
-        for phases, run in zip(groups.values(), done):
-            outputs = run.outputs if outputs is None else outputs
-            records.update(run.results)
-            public = [text for phase, text in run.notes if phase in (None, 0)]
-            notes.update((name, public) for phase in phases for name, _ in phase)
-        executed = _executed(cells, outputs)
-    scores, results = [], {}
-    for test in tests:
-        own = {number for number, _, question in cells if question == test["name"]}
-        outcome = [dict(judge(case["code"], in_case(case, records.get(case_id)),
-                              case.get("expected", [])),
-                        hidden=case.get("hidden", False), format=is_format(_message(case)),
-                        raised=None if case.get("hidden") else
-                        (records.get(case_id) or {}).get("raised"))
-                   for owner, case_id, case in numbered(tests) if owner is test]
-        if test["name"] in present:
-            results[test["name"]] = outcome
-        scores.append(score(test, test["name"] in present,
-                             forbidden_uses([cell[:2] for cell in cells], test["forbid"], own),
-                             outcome, notes.get(test["name"], [])))
-    return scores, results, executed
-
-
-def _message(case):
-    return parse_case(case["code"])[0]
-
-
-def _executed(cells, outputs):
-    """The code cells that ran, with their text outputs, as a notebook (dict)."""
-    return {"nbformat": 4, "nbformat_minor": 5, "metadata": {}, "cells": [
-        {"cell_type": "code", "id": f"cell-{number}", "execution_count": None, "source": text,
-         "metadata": {"d2lattn": {"cell": number, "question": question,
-                                  "error": outputs.get(number, {}).get("error")}},
-         "outputs": [{"output_type": "stream", "name": "stdout",
-                      "text": outputs[number]["text"]}] if outputs.get(number, {}).get("text")
-         else []} for number, text, question in cells]}
-
-
