@@ -20,6 +20,7 @@ import d2lattn
 from d2lattn.grading import grade, limits
 from d2lattn.grading.__main__ import main
 from d2lattn.grading.batch.grade_folder import load_bundle
+from d2lattn.grading.batch.gradebook import Exports
 from d2lattn.grading.batch.options import GradeOptions
 from d2lattn.grading.batch.gradebook import safe_field as _safe_field
 from d2lattn.grading.batch.submissions import safe_id as _student_id
@@ -619,6 +620,27 @@ def test_grade_rejects_bad_arguments(tmp_path):
     with pytest.raises(ValueError, match=r"assignment must be one of the bundle's \['other', "
                                          r"'sample'\], got None: the notebooks name none"):
         grade(tmp_path, bundle, tmp_path / "out")
+
+
+def test_grade_options_hold_each_default_once_and_the_command_line_passes_them_by_name(
+        tmp_path, monkeypatch):
+    defaults = GradeOptions()
+    assert (defaults.timeout, defaults.case_timeout, defaults.max_output, defaults.max_bytes,
+            defaults.max_code) == (limits.NOTEBOOK_SECONDS, limits.CASE_SECONDS,
+                                   limits.MAX_OUTPUT, limits.MAX_BYTES, limits.MAX_CODE)
+    assert defaults.limits == {"timeout": 300.0, "case_timeout": 10.0, "max_output": 1_000_000}
+    assert GradeOptions(identities=None).identities == {}
+    with pytest.raises(TypeError, match=r"exports must be an Exports, got 'Ch1 \(1\)'"):
+        GradeOptions(exports="Ch1 (1)")
+    given = []
+    monkeypatch.setattr("d2lattn.grading.__main__.grade",
+                        lambda folder, bundle, out, options: given.append(options) or [])
+    main(["grade", str(tmp_path), "--out", str(tmp_path / "out"), "--timeout", "20",
+          "--canvas-assignment", "Ch 1 (12)", "--identity", "a.ipynb=S1", "--shard", "1/2"])
+    options, = given
+    assert options == GradeOptions(
+        timeout=20, exports=Exports("Ch 1 (12)"), identities={"a.ipynb": "S1"}, shard=(1, 2),
+        log=print, progress=True)  # every other field its default
 
 
 @needs_sandbox

@@ -55,6 +55,8 @@ class GradeOptions:
             raise TypeError(f"log must be callable or None, got {self.log!r}")
         if not isinstance(self.exports, Exports):
             raise TypeError(f"exports must be an Exports, got {self.exports!r}")
+        if self.identities is None:  # frozen: set once, here
+            object.__setattr__(self, "identities", {})
         if not isinstance(self.identities, Mapping):
             raise TypeError(f"identities must be a dict {{file: student}}, got "
                             f"{self.identities!r}")
