@@ -13,7 +13,6 @@ from collections import namedtuple
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from .identity import plain_name
 
 Row = namedtuple("Row", "student question points max reason")
 Student = namedtuple("Student", "student file name email status note",
@@ -30,7 +29,7 @@ class Exports:
     (Canvas's assignment 123), or its id alone (``123`` gives ``<assignment> (123)``); None:
     the assignment's name (Canvas imports it as a new assignment). ``missing_as_zero``: 0, not
     a blank, for a roster student with no submission. None in either: not said, so a
-    re-grade takes the value recorded in its out folder (:mod:`.settings`), else the
+    re-grade takes the value recorded in its out folder (:mod:`.record`), else the
     default (the assignment's name; a blank). ValueError for a column without an id."""
     canvas_column: str | None = None
     missing_as_zero: bool | None = None
