@@ -30,10 +30,12 @@ KINDS = {"encoder": "encoder self-attention", "decoder": "decoder self-attention
          "cross": "cross-attention (encoder-decoder)", "bert": "BERT self-attention",
          "gpt": "GPT causal self-attention"}
 SCALE = 1000  # the view's data holds weights in thousandths: rounded to 3 decimals
+HEADS_WIDTH = 6.4  # inches of the static picture of every head of a block (7.5 with its colorbar)
+MIN_TICK_PX = 14  # a token label's room in that picture: a 10 pt label is 13.9 px at 100 dpi
 _ASSETS = "explorer_assets"
 _ROOT_CLASS = "d2lattn-explorer"  # the class of the fragment's root, its id the same + a hash
-_NOTE = ("Interactive attention explorer: it needs JavaScript (the picture beside it shows "
-         "one head).")
+_NOTE = ("This interactive attention explorer needs JavaScript (its draw() method makes a "
+         "static picture of it).")
 
 
 @dataclass(frozen=True)
@@ -231,13 +233,7 @@ class AttentionExplorer:
         kind = self.kind if kind is None else kind
         entry = self.record.get(kind, self.block if block is None else block)
         if all_heads:
-            show_heatmaps(entry.weights[None], "keys", "queries",
-                          titles=[f"head {h + 1}" for h in range(entry.num_heads)],
-                          figsize=(2.2, 2.2), xticklabels=entry.keys,
-                          yticklabels=entry.queries)
-            fig = plt.gcf()
-            fig.suptitle(f"{KINDS[entry.kind]}, block {entry.block + 1}")
-            return fig
+            return _draw_heads(entry)
         head = check_int("head", self.head if head is None else head,
                          maximum=entry.num_heads - 1)
         return _draw_head(entry, head)
@@ -248,6 +244,23 @@ class AttentionExplorer:
         fig = self.draw(kind, block, head, all_heads)
         fig.savefig(path, bbox_inches="tight")
         return fig
+
+
+def _draw_heads(entry):
+    """The weight matrices of every head of a :class:`BlockAttention`, two to a row, the
+    tokens on the axes where each gets ``MIN_TICK_PX``, else their positions."""
+    heads, n_q, n_k = entry.weights.shape
+    cols = 2 if heads % 2 == 0 else 1
+    panel = HEADS_WIDTH / cols
+    named = panel * 100 / max(n_q, n_k) >= MIN_TICK_PX  # at the notebooks' 100 dpi
+    show_heatmaps(entry.weights.reshape(heads // cols, cols, n_q, n_k), "keys", "queries",
+                  figsize=(panel, panel), xticklabels=entry.keys if named else None,
+                  yticklabels=entry.queries if named else None)
+    fig = plt.gcf()
+    for h, ax in enumerate(fig.axes[:heads]):  # row by row; the colorbar's axes come last
+        ax.set_title(f"head {h + 1}")
+    fig.suptitle(f"{KINDS[entry.kind]}, block {entry.block + 1}")
+    return fig
 
 
 def _draw_head(entry, head):

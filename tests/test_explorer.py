@@ -209,8 +209,12 @@ def test_draw_shows_one_head_lines_and_matrix(translator):
 def test_draw_all_heads_and_save(translator, tmp_path):
     explorer = attention_explorer(translator, (ids(6), ids(5, 3)), tokens(6), tokens(5))
     fig = explorer.draw("encoder", 0, all_heads=True)
-    images = [ax.images[0].get_array() for ax in fig.axes if ax.images]
-    onp.testing.assert_array_equal(onp.stack(images), explorer.record.get("encoder", 0).weights)
+    panels = [ax for ax in fig.axes if ax.images]
+    onp.testing.assert_array_equal(onp.stack([ax.images[0].get_array() for ax in panels]),
+                                   explorer.record.get("encoder", 0).weights)
+    assert [ax.get_title() for ax in panels] == [f"head {h}" for h in range(1, 5)]
+    assert [t.get_text() for t in panels[-1].get_xticklabels()] == tokens(6)
+    assert fig.get_size_inches()[0] <= 7.5  # shown unshrunk in the book
     plt.close("all")
     explorer.save(tmp_path / "head.png")
     explorer.save(tmp_path / "head.svg", "decoder", 1, 0)
@@ -266,6 +270,14 @@ def test_a_hybridized_model_is_named_not_recorded():
         attention_explorer(net, (ids(4),), tokens(4))
     net.hybridize(False)
     assert attention_explorer(net, (ids(4),), tokens(4)).record.get().weights.shape == (2, 4, 4)
+
+
+def test_many_tokens_are_drawn_by_position():
+    net = GPT(50, 8, 0, 2, 1, 0.0, 40)
+    net.initialize()
+    fig = attention_explorer(net, (ids(30),), tokens(30)).draw(all_heads=True)
+    labels = [t.get_text() for t in fig.axes[0].get_yticklabels()]
+    assert "w3" not in labels and fig.get_size_inches()[0] <= 7.5
 
 
 def test_every_kind_is_labelled():
