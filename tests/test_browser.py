@@ -253,7 +253,8 @@ def stored_explorers(path):
     """The data of the attention explorers a chapter's stored outputs hold, in order."""
     notebook = json.loads(path.read_text(encoding="utf-8"))
     return [json.loads(blob) for cell in notebook["cells"] for output in cell.get("outputs", [])
-            for blob in EXPLORER_DATA.findall(output.get("data", {}).get("text/html", ""))]
+            for blob in EXPLORER_DATA.findall("".join(output.get("data", {}).get("text/html",
+                                                                                 "")))]
 
 
 def svg_text(context, url, shown):
