@@ -4,7 +4,8 @@ Each chapter gets, inside the markdown cell that holds an anchor text, split bef
 a paragraph on what to try, the cell that shows the explorer, a sentence on the static picture
 and the cell that draws it (captioned, for the PDF and viewers without JavaScript); and the
 import of ``attention_explorer`` in its import cell. Cells are found by their content, not by
-their index. Run once from the repository root, then re-execute the three chapters and check
+their index. The index's chapter map (book/index.md) then names ``explorer`` in Chapter 6's row
+instead of Chapter 7's. Run once from the repository root, then re-execute the three chapters and check
 them with nbval:
 
     python tools/add_explorers.py
@@ -17,12 +18,14 @@ A chapter that already imports ``d2lattn.explorer`` is left as it is; an anchor 
 found is an error naming it (the chapter changed: update the anchor below).
 """
 import json
+import re
 import sys
 from dataclasses import dataclass
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 IMPORT = "from d2lattn.explorer import attention_explorer"
+EXPLORER_ROW = "; `explorer`: the interactive attention explorer"  # in the chapter map
 
 
 @dataclass(frozen=True)
@@ -122,10 +125,10 @@ query heads (heads 1 and 2 read the first key/value head, heads 3 and 4 the seco
 like the models above for 100 steps, reading the first 16 tokens of the held-out text. It runs
 in the page, with no network. Choose a block and a head, hover over a token or reach it with
 the Tab key and the arrow keys: a query (left) shows where it attends, a key (right) what
-attends to it, and the readout gives the weights. Things to try: check that no query reaches more than 4 keys, itself
-included, and that no key is read by more than 4 queries; compare the thumbnails of heads 1 and
-2, which share their keys, with those of heads 3 and 4. Do the heads of a group attend alike?
-(They share keys and values, not queries.)
+attends to it, and the readout gives the weights. Things to try: check that no query reaches
+more than 4 keys, itself included, and that no key is read by more than 4 queries; compare the
+thumbnails of heads 1 and 2, which share their keys, with those of heads 3 and 4. Do the heads
+of a group attend alike? (They share keys and values, not queries.)
 """,
     show="""\
 set_seed(0)
@@ -217,7 +220,22 @@ def insert(notebook, insertion):
     ]
 
 
+def move_explorer_row(index):
+    """The index's chapter map (book/index.md) with ``EXPLORER_ROW``, the module's entry,
+    moved from Chapter 7's row to Chapter 6's, the first chapter that now uses it."""
+    if f"{EXPLORER_ROW} |" in re.search(r"^\| 6 .*$", index, re.M)[0]:
+        return index
+    seven = re.search(r"^\| 7 .*$", index, re.M)
+    if seven is None or f"{EXPLORER_ROW} |" not in seven[0]:
+        raise SystemExit(f"book/index.md: Chapter 7's row does not end with {EXPLORER_ROW!r}")
+    index = index.replace(seven[0], seven[0].replace(EXPLORER_ROW, ""))
+    six = re.search(r"^\| 6 .*$", index, re.M)[0]
+    return index.replace(six, six[:-2] + EXPLORER_ROW + " |")
+
+
 def main():
+    index = ROOT / "book" / "index.md"
+    index.write_text(move_explorer_row(index.read_text(encoding="utf-8")), encoding="utf-8")
     for insertion in INSERTIONS:
         path = ROOT / "book" / insertion.chapter
         notebook = json.loads(path.read_text(encoding="utf-8"))
