@@ -189,8 +189,8 @@ class AttentionExplorer:
         self.title = title
 
     def __repr__(self):
-        kinds = ", ".join(f"{KINDS[k]} {self._count(k)} blocks" for k in self.record.kinds())
-        return f"<AttentionExplorer of a {self.record.model}: {kinds}>"
+        kinds = "".join(f"\n  {KINDS[k]}: {self._count(k)} blocks" for k in self.record.kinds())
+        return f"<AttentionExplorer of a {self.record.model}:{kinds}>"
 
     def _count(self, kind):
         return sum(b.kind == kind for b in self.record.blocks)
