@@ -26,7 +26,7 @@ _compat.fill_any_float_dtype()
 
 from .attention import (AdditiveAttention, ConcatAttention, DotProductAttention,  # noqa: E402
                         GeneralAttention, KVCache, MultiHeadAttention, ScoredAttention,
-                        masked_softmax, tiled_attention, transpose_output, transpose_qkv)
+                        masked_softmax, transpose_output, transpose_qkv)
 from .bert import (BERTClassifier, BERTEncoder, BERTModel, MaskLM,  # noqa: E402
                    NextSentencePred, PairClassifier, Pooler, load_pretrained, mean_pool,
                    segment_mean_difference, sentence_embeddings)
@@ -42,6 +42,7 @@ from .pooling import (NWKernelRegression, boxcar, constant, epanechnikov,  # noq
                       gaussian, leave_one_out, nadaraya_watson, train_nw)
 from .seq2seq import (AttentionDecoder, Decoder, Encoder, EncoderDecoder,  # noqa: E402
                       Seq2SeqAttentionDecoder, Seq2SeqDecoder, Seq2SeqEncoder)
+from .tiled import tiled_attention  # noqa: E402
 from .text import (Vocab, WordPieceTokenizer, get_tokens_and_segments,  # noqa: E402
                    truncate_pad)
 from .train import (Accumulator, MaskedSoftmaxCELoss, Timer, TransformerSchedule,  # noqa: E402

@@ -15,9 +15,9 @@ import math
 import numpy as onp
 from mxnet import gluon, nd, np, npx
 
-from ._checks import (check_bool, check_divisible, check_float_array, check_int,
+from ._checks import (check_divisible, check_float_array, check_int,
                       check_integers, check_rate)
-from ._ops import (Dense, Dropout, checked, checked_call, is_symbol, masked_fill, operators,
+from ._ops import (Dense, Dropout, checked, checked_call, is_symbol, operators,
                    sequence_mask, transpose)
 
 
@@ -567,59 +567,6 @@ def _check_width(name, x, layer, dense):
     if width > 0 and x.shape[-1] != width:
         raise ValueError(f"{name} must have width {width}, the input width of {layer}, got "
                          f"{name} of shape {x.shape}")
-
-
-def tiled_attention(queries, keys, values, valid_lens=None, causal=False, block_size=64):
-    """Exact scaled dot-product attention by blocks of keys with the online softmax
-    (Milakov & Gimelshein, 2018; Rabe & Staats, 2021; the inner loop of FlashAttention, Dao
-    et al., 2022): (batch, queries, keys) scores are never formed, only (batch, queries,
-    block_size) ones.
-
-    queries (batch, n_q, d), keys (batch, n_k, d), values (batch, n_k, v); ``valid_lens``:
-    None, (batch,) or (batch, n_q), as in :func:`masked_softmax`; ``causal``: query i also
-    sees no key after position i + n_k - n_q (the queries are the last n_q positions). For
-    each block, with s its scores, each query updates its running maximum m, sum l and
-    output o: m' = max(m, max s), l' = l e^(m - m') + sum e^(s - m'),
-    o' = o e^(m - m') + e^(s - m') V_block; the result is o / l, and 0 for a query that sees
-    no key. Equals :class:`DotProductAttention` without dropout, to float32 rounding.
-    Returns (batch, n_q, v).
-    """
-    _check_inputs(queries, keys, values)
-    d = _check_same_width(queries, keys)
-    causal = check_bool("causal", causal)
-    block_size = check_int("block_size", block_size, minimum=1)
-    shape = (queries.shape[0], queries.shape[1], keys.shape[1])
-    lens = lengths(valid_lens, shape).as_in_ctx(queries.ctx)
-    if queries.dtype == onp.float16:  # running sums in float32
-        return tiled_attention(*(x.astype("float32") for x in (queries, keys, values)),
-                               valid_lens, causal, block_size).astype("float16")
-    keys, values = without_padding(nd, keys, values, lens)
-    hi = _key_bounds(lens, causal, shape)
-    m = np.full(shape[:2] + (1,), -onp.inf, dtype=queries.dtype, ctx=queries.ctx)
-    l = np.zeros_like(m)
-    o = np.zeros(shape[:2] + values.shape[2:], dtype=queries.dtype, ctx=queries.ctx)
-    for start in range(0, shape[2], block_size):
-        k, v = keys[:, start:start + block_size], values[:, start:start + block_size]
-        s = npx.batch_dot(queries, k, transpose_b=True) / math.sqrt(d)
-        cols = np.arange(start, start + k.shape[1], dtype="float32", ctx=queries.ctx)
-        s = masked_fill(s, cols >= hi, -onp.inf)
-        m_new = np.maximum(m, s.max(axis=-1, keepdims=True)).detach()
-        shift = np.where(np.isinf(m_new), np.zeros_like(m_new), m_new)  # no key seen yet
-        p, decay = np.exp(s - shift), np.exp(m - shift)
-        l = l * decay + p.sum(axis=-1, keepdims=True)
-        o = o * decay + npx.batch_dot(p, v)
-        m = m_new
-    return o / np.where(l > 0, l, np.ones_like(l))
-
-
-def _key_bounds(lens, causal, shape):
-    """(batch, n_q, 1) float32: each query sees the keys below its bound."""
-    batch, n_q, n_k = shape
-    hi = lens.reshape(batch, -1, 1)
-    if causal:
-        last = np.arange(n_k - n_q + 1, n_k + 1, dtype="float32", ctx=lens.ctx)
-        hi = np.minimum(hi, last.reshape(1, n_q, 1))
-    return hi
 
 
 # Argument checks that only this module uses (those of several modules are in _checks.py)
