@@ -97,20 +97,21 @@ class TiledAttention(autograd.Function):
         o' = o e^(m - m') + e^(s - m') V_block; the output is o / l, L = m + log l."""
         shape = queries.shape[:2] + (1,)
         m = np.full(shape, -onp.inf, dtype=queries.dtype, ctx=queries.ctx)
-        shift, l = np.zeros_like(m), np.zeros_like(m)
+        l = np.zeros_like(m)
         o = np.zeros(queries.shape[:2] + values.shape[2:], dtype=queries.dtype,
                      ctx=queries.ctx)
         for start in range(0, keys.shape[1], self.block_size):
             s = self.scores(queries, keys, start)
             m_new = np.maximum(m, s.max(axis=-1, keepdims=True))
-            new_shift = np.where(np.isinf(m_new), np.zeros_like(m_new), m_new)  # no key yet
-            p, decay = np.exp(s - new_shift), np.exp(m - new_shift)  # e^-inf = 0
+            shift = np.where(np.isinf(m_new), np.zeros_like(m_new), m_new)  # no key yet
+            p, decay = np.exp(s - shift), np.exp(m - shift)  # e^-inf = 0
             l = l * decay + p.sum(axis=-1, keepdims=True)
             o = o * decay + npx.batch_dot(p, values[:, start:start + self.block_size])
-            m, shift = m_new, new_shift
+            m = m_new
             wait_for(o, l)
         out = o / np.where(l > 0, l, np.ones_like(l))
-        self.save_for_backward(queries, keys, values, out, shift + np.log(l))  # log 0 = -inf
+        # L = m + log l; no key seen: -inf + log 0 = -inf
+        self.save_for_backward(queries, keys, values, out, m + np.log(l))
         return out
 
     def backward(self, d_out):
