@@ -39,8 +39,10 @@ def test_the_stored_bigram_is_the_chapters_and_every_run_is_stored():
     test = onp.array(test_ids)
     nll = -onp.log(ngram_probs(train_ids, len(vocab), 2)[test[:-1], test[1:]])
     assert STORED["bigram"]["perplexity"] == pytest.approx(math.exp(nll.mean()), abs=1e-4)
+    first, *others = STORED["seeds"]
     assert sorted((r["setting"], r["seed"]) for r in STORED["runs"]) == sorted(
-        (name, seed) for name, _, _ in av.SETTINGS for seed in STORED["seeds"])
+        [(name, first) for name, _, _ in av.SETTINGS]
+        + [(name, seed) for seed in others for name in av.REPLICATED])
     for r in STORED["runs"]:  # every held-out target counted once at every length
         assert len(r["sums"]["64"]) == STORED["held_out_paragraphs"]
         assert len(r["validation_curve"]) == av.TRAIN["steps"] // av.EVERY
@@ -97,3 +99,13 @@ def test_paired_ratios_draw_the_same_paragraphs_and_seeds_for_both_settings():
 def test_window_positions_follow_consecutive_windows():
     assert av.window_positions(7, 3).tolist() == [0, 1, 2, 0, 1, 2, 0]
     assert av.by_position(onp.array([1.0, 2.0, 3.0, 6.0]), 2) == [2.0, 4.0]
+
+
+def test_compare_pairs_the_seeds_both_settings_have():
+    counts = onp.array([1.0, 3.0])
+    a = {0: onp.array([1.0, 3.0]), 1: onp.array([9.0, 27.0])}  # 1 and 9 nats per token
+    b = {0: onp.array([2.0, 6.0])}  # 2 nats per token, seed 0 only
+    result = av.compare(a, b, counts)
+    assert result["seeds"] == [0]
+    assert result["ratio"] == pytest.approx(math.exp(-1.0), abs=1e-4)
+    assert result["interval"] == pytest.approx([math.exp(-1.0)] * 2, abs=1e-4)
