@@ -10,7 +10,7 @@ import numpy as onp
 import pytest
 from mxnet import autograd, np, npx
 
-from d2lattn.attention import DotProductAttention, lengths
+from d2lattn.attention import DotProductAttention
 from d2lattn.tiled import TiledAttention, key_bounds, tiled_attention
 
 B, Q, K = 2, 4, 6
