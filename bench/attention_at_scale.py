@@ -2,43 +2,59 @@
 key/value cache of multi-head, grouped-query, multi-query and sliding-window attention.
 
 Run from the repository root (no extra package):  cd bench && ../.venv/bin/python attention_at_scale.py
-Prints two tables. 1: milliseconds per forward call and the peak resident memory it adds
-(measured in a fresh child process per cell, Linux's VmHWM reset through /proc/self/clear_refs)
-of ``tiled_attention`` and ``DotProductAttention`` (causal, dropout 0) at growing lengths,
-next to the bytes of one (queries, keys) score matrix. 2: for a small GPT, the cache's bytes
-per token from the formula and measured after decoding, and the tokens per second of cached
-decoding, for each number of key/value heads and a window.
+Prints two tables. 1: for ``tiled_attention`` and ``DotProductAttention`` (causal, dropout 0)
+at growing lengths, each measured in a fresh child process per method, length and mode
+(inference: the forward call; training: forward under ``autograd.record()`` and backward),
+the peak resident memory of the first call at that length after a warm-up call at 64 tokens
+(Linux's VmHWM reset through /proc/self/clear_refs) and the best of 5 more calls'
+milliseconds, next to the bytes of one
+(queries, keys) score matrix. 2: for a small GPT, the cache's bytes per token from the
+formula and measured after decoding, and the tokens per second of cached decoding, for each
+number of key/value heads and a window.
 """
 import subprocess
 import sys
+import time
 
 import d2lattn  # noqa: F401  (before mxnet: the numpy shim)
 import mxnet as mx
-from mxnet import np, npx
+from mxnet import autograd, np, npx
 
-from d2lattn.attention import DotProductAttention, tiled_attention
+from d2lattn.attention import DotProductAttention
 from d2lattn.gpt import GPT
+from d2lattn.tiled import tiled_attention
 
-from _timing import interleaved_seconds, print_table, seconds_per_call
+from _timing import interleaved_seconds, print_table
 
 ROWS, WIDTH, BLOCK = 4, 64, 128  # batch * heads, head width, tiled_attention's block_size
 LENGTHS = [512, 1024, 2048, 4096]
+METHODS, MODES = ("full", "tiled"), ("forward", "training")
+REPEAT = 5  # timed calls after the measured one; the best is printed
+WARMUP = 64  # the length of the warm-up call
 VOCAB, D, FFN, HEADS, LAYERS, MAX_LEN = 100, 256, 512, 8, 4, 1024
 DECODE = 256  # tokens decoded for the cache table
 
 
-def inputs(n):
+def attention_call(method, n, mode):
+    """One call of ``method`` at length ``n``: the forward pass, or (mode "training") the
+    forward pass recorded and its backward pass."""
     mx.random.seed(0)
-    return [np.random.normal(size=(ROWS, n, WIDTH)) for _ in range(3)]
-
-
-def attention_fn(method, n):
-    q, k, v = inputs(n)
+    q, k, v = (np.random.normal(size=(ROWS, n, WIDTH)) for _ in range(3))
     lens = np.broadcast_to(np.arange(1, n + 1, dtype="int32").reshape(1, n), (ROWS, n))
-    if method == "tiled":
-        return lambda: tiled_attention(q, k, v, None, True, BLOCK)
     full = DotProductAttention(0.0)
-    return lambda: full(q, k, v, lens)
+    attend = (lambda: tiled_attention(q, k, v, None, True, BLOCK)) if method == "tiled" \
+        else (lambda: full(q, k, v, lens))
+    if mode == "forward":
+        return lambda: attend().wait_to_read()
+    for x in (q, k, v):
+        x.attach_grad()
+
+    def train():
+        with autograd.record():
+            out = attend()
+        out.backward()
+        npx.waitall()
+    return train
 
 
 def _kib(field):
@@ -46,37 +62,49 @@ def _kib(field):
         return next(int(line.split()[1]) for line in status if line.startswith(field))
 
 
-def child(method, n):
-    """Print the peak resident memory one call adds, in MiB (run in a fresh process)."""
-    fn = attention_fn(method, n)
+def child(method, n, mode):
+    """Print the peak resident memory one call at length ``n`` adds (MiB) and the best time
+    of REPEAT more calls (ms), in a fresh process. The warm-up (libraries, oneDNN's kernels)
+    is a call at length WARMUP: memory that a call at ``n`` frees stays with the process and
+    would serve the next one, so the memory is that of the first call at ``n``."""
+    attention_call(method, WARMUP, mode)()
+    call = attention_call(method, n, mode)
     npx.waitall()
     with open("/proc/self/clear_refs", "w") as refs:  # reset VmHWM to the current VmRSS
         refs.write("5")
     before = _kib("VmRSS")
-    fn()
-    npx.waitall()
-    print((_kib("VmHWM") - before) / 1024)
+    call()
+    peak = (_kib("VmHWM") - before) / 1024
+    best = float("inf")
+    for _ in range(REPEAT):
+        start = time.perf_counter()
+        call()
+        best = min(best, time.perf_counter() - start)
+    print(peak, best * 1e3)
 
 
-def peak_mib(method, n):
-    out = subprocess.run([sys.executable, __file__, "--child", method, str(n)],
+def measure(method, n, mode):
+    """(peak MiB, best ms) of one call, measured in a fresh process."""
+    out = subprocess.run([sys.executable, __file__, "--child", method, str(n), mode],
                          capture_output=True, text=True, check=True)
-    return float(out.stdout.split()[-1])
+    peak, ms = out.stdout.split()[-2:]
+    return float(peak), float(ms)
 
 
-def tiled_table():
-    rows = []
-    for n in LENGTHS:
-        times = [seconds_per_call(attention_fn(m, n), repeat=3, warmup=1) for m in ("full",
-                                                                                    "tiled")]
-        peaks = [peak_mib(m, n) for m in ("full", "tiled")]
-        scores = ROWS * n * n * 4 / 2 ** 20
-        rows.append([n, f"{times[0] * 1e3:.1f}", f"{times[1] * 1e3:.1f}", f"{scores:.0f}",
-                     f"{peaks[0]:.0f}", f"{peaks[1]:.0f}"])
-    print(f"Causal attention, {ROWS} rows (batch * heads) of width {WIDTH}, float32, "
-          f"tiled_attention block_size {BLOCK}:")
-    print_table(["length", "full ms", "tiled ms", "scores MiB", "full peak MiB",
-                 "tiled peak MiB"], rows)
+def tiled_table(lengths=LENGTHS):
+    for mode in MODES:
+        rows = []
+        for n in lengths:
+            (full_mib, full_ms), (tiled_mib, tiled_ms) = (measure(m, n, mode)
+                                                          for m in METHODS)
+            rows.append([n, f"{ROWS * n * n * 4 / 2 ** 20:.0f}", f"{full_mib:.0f}",
+                         f"{tiled_mib:.0f}", f"{full_ms:.1f}", f"{tiled_ms:.1f}"])
+        what = "forward" if mode == "forward" else "training (forward recorded, backward)"
+        print(f"Causal attention, {what}, {ROWS} rows (batch * heads) of width {WIDTH}, float32, tiled_attention "
+              f"block_size {BLOCK}, each cell in a fresh process:")
+        print_table(["length", "scores MiB", "full peak MiB", "tiled peak MiB", "full ms",
+                     "tiled ms"], rows)
+        print()
 
 
 def decode(net, n):
@@ -108,7 +136,7 @@ def cache_table():
         held = sum((c.keys.size + c.values.size) * 4 for c in caches)  # float32
         rows.append([name, kv, window or "-", formula, f"{held / DECODE:.0f}",
                      f"{held / 2 ** 10:.0f}", f"{DECODE / total:.0f}"])
-    print(f"\nGPT, {LAYERS} blocks of width {D} and {HEADS} query heads, {DECODE} tokens "
+    print(f"GPT, {LAYERS} blocks of width {D} and {HEADS} query heads, {DECODE} tokens "
           "decoded one at a time with the cache (tokens/s: the median of 3 interleaved "
           "rounds):")
     print_table(["attention", "kv heads", "window", "formula B/token", "held B/token",
@@ -117,7 +145,9 @@ def cache_table():
 
 if __name__ == "__main__":
     if sys.argv[1:2] == ["--child"]:
-        child(sys.argv[2], int(sys.argv[3]))
+        child(sys.argv[2], int(sys.argv[3]), sys.argv[4])
+    elif sys.argv[1:2] == ["--tiled"]:  # the first table only, at the lengths given
+        tiled_table([int(n) for n in sys.argv[2:]] or LENGTHS)
     else:
         tiled_table()
         cache_table()

@@ -23,7 +23,7 @@ from .version import __version__  # noqa: F401
 API = {  # module: the public names the package gives
     "attention": ("AdditiveAttention", "ConcatAttention", "DotProductAttention",
                   "GeneralAttention", "KVCache", "MultiHeadAttention", "ScoredAttention",
-                  "masked_softmax", "tiled_attention", "transpose_output", "transpose_qkv"),
+                  "masked_softmax", "transpose_output", "transpose_qkv"),
     "bert": ("BERTClassifier", "BERTEncoder", "BERTModel", "MaskLM", "NextSentencePred",
              "PairClassifier", "Pooler", "load_pretrained", "mean_pool",
              "segment_mean_difference", "sentence_embeddings"),
@@ -39,6 +39,7 @@ API = {  # module: the public names the package gives
                 "leave_one_out", "nadaraya_watson", "train_nw"),
     "seq2seq": ("AttentionDecoder", "Decoder", "Encoder", "EncoderDecoder",
                 "Seq2SeqAttentionDecoder", "Seq2SeqDecoder", "Seq2SeqEncoder"),
+    "tiled": ("tiled_attention",),
     "text": ("Vocab", "WordPieceTokenizer", "get_tokens_and_segments", "truncate_pad"),
     "train": ("Accumulator", "MaskedSoftmaxCELoss", "Timer", "TransformerSchedule",
               "bert_batch_loss", "evaluate_accuracy", "grad_clipping", "seq2seq_loss",

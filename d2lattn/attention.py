@@ -15,9 +15,9 @@ import math
 import numpy as onp
 from mxnet import gluon, nd, np, npx
 
-from ._checks import (check_bool, check_divisible, check_float_array, check_int,
-                      check_integers, check_layer_input, check_rate)
-from ._ops import (Dense, Dropout, checked, checked_call, is_symbol, masked_fill, operators,
+from ._checks import (check_divisible, check_float_array, check_int, check_integers,
+                      check_layer_input, check_rate)
+from ._ops import (Dense, Dropout, checked, checked_call, is_symbol, operators,
                    sequence_mask, transpose)
 
 
@@ -178,7 +178,7 @@ class ScoredAttention(gluon.nn.HybridBlock):
 def check_attention_call(block, queries, keys, values, valid_lens):
     """Raise unless the arrays of an attention call fit each other and ``block``'s
     parameters; return the lengths the computation takes (:func:`lengths`)."""
-    _check_inputs(queries, keys, values)
+    check_attention_inputs(queries, keys, values)
     _check_param_dtype(block, queries)
     shape = (queries.shape[0], queries.shape[1], keys.shape[1])
     return lengths(valid_lens, shape, queries.ctx)
@@ -197,7 +197,7 @@ def _check_scores(name, X):
         raise ValueError(f"{name} must have at least one key position, got shape {X.shape}")
 
 
-def _check_inputs(queries, keys, values, no_keys=False):
+def check_attention_inputs(queries, keys, values, no_keys=False):
     """Raise unless queries, keys and values are 3-D floats of one dtype, batch and context,
     keys ~ values, with no empty axis (keys may have 0 positions if ``no_keys``)."""
     for name, x in (("queries", queries), ("keys", keys), ("values", values)):
@@ -220,6 +220,15 @@ def _check_inputs(queries, keys, values, no_keys=False):
     if not queries.ctx == keys.ctx == values.ctx:
         raise ValueError("queries, keys and values must be on one context, got "
                          f"{queries.ctx}, {keys.ctx}, {values.ctx}")
+
+
+def check_same_width(queries, keys):
+    """The width d of ``queries`` and ``keys`` (..., d), after checking that they share it."""
+    d = queries.shape[-1]
+    if keys.shape[-1] != d:
+        raise ValueError("queries and keys must have the same width d, got "
+                         f"queries {queries.shape}, keys {keys.shape}")
+    return d
 
 
 def _check_param_dtype(block, queries):
@@ -262,7 +271,7 @@ class DotProductAttention(ScoredAttention):
             / _sqrt_width(F, queries, self.key_width)
 
     def check_widths(self, queries, keys):
-        width = _check_same_width(queries, keys)
+        width = check_same_width(queries, keys)
         if self.key_width not in (None, width):
             raise ValueError(f"queries and keys must have width key_width = {self.key_width}, "
                              f"got queries {queries.shape}")
@@ -480,8 +489,8 @@ class MultiHeadAttention(gluon.nn.HybridBlock):
 
     ``cache``: a :class:`KVCache` from :meth:`init_cache`, to decode one step at a time
     (:meth:`cached`): the call projects its keys and values, appends them to the cache and
-    attends to every cached key (``valid_lens`` counts them); keys with 0 positions attend to the cache as it is (encoder outputs projected
-    once). ``attention_weights``: the last call's weights per head, (batch, num_heads,
+    attends to every cached key (``valid_lens`` counts them); keys with 0 positions attend
+    to the cache as it is (encoder outputs projected once). ``attention_weights``: the last call's weights per head, (batch, num_heads,
     queries, keys), before dropout.
 
     ``hybridize()``: calls without a cache become one cached graph (or part of a
@@ -550,7 +559,7 @@ class MultiHeadAttention(gluon.nn.HybridBlock):
     def check_call(self, queries, keys, values, valid_lens=None, cached=None):
         """Raise unless the call's arrays fit each other and the layer, ``cached`` the
         number of cached keys (None: no cache); return the float32 lengths (:func:`lengths`)."""
-        _check_inputs(queries, keys, values, no_keys=cached is not None)
+        check_attention_inputs(queries, keys, values, no_keys=cached is not None)
         _check_param_dtype(self, queries)
         for name, x, layer in (("queries", queries, "W_q"), ("keys", keys, "W_k"),
                                ("values", values, "W_v")):
@@ -571,59 +580,6 @@ class MultiHeadAttention(gluon.nn.HybridBlock):
         return weights.reshape(rows // self.num_heads, self.num_heads, n_q, n_k)
 
 
-def tiled_attention(queries, keys, values, valid_lens=None, causal=False, block_size=64):
-    """Exact scaled dot-product attention by blocks of keys with the online softmax
-    (Milakov & Gimelshein, 2018; Rabe & Staats, 2021; the inner loop of FlashAttention, Dao
-    et al., 2022): (batch, queries, keys) scores are never formed, only (batch, queries,
-    block_size) ones.
-
-    queries (batch, n_q, d), keys (batch, n_k, d), values (batch, n_k, v); ``valid_lens``:
-    None, (batch,) or (batch, n_q), as in :func:`masked_softmax`; ``causal``: query i also
-    sees no key after position i + n_k - n_q (the queries are the last n_q positions). For
-    each block, with s its scores, each query updates its running maximum m, sum l and
-    output o: m' = max(m, max s), l' = l e^(m - m') + sum e^(s - m'),
-    o' = o e^(m - m') + e^(s - m') V_block; the result is o / l, and 0 for a query that sees
-    no key. Equals :class:`DotProductAttention` without dropout, to float32 rounding.
-    Returns (batch, n_q, v).
-    """
-    _check_inputs(queries, keys, values)
-    d = _check_same_width(queries, keys)
-    causal = check_bool("causal", causal)
-    block_size = check_int("block_size", block_size, minimum=1)
-    shape = (queries.shape[0], queries.shape[1], keys.shape[1])
-    lens = lengths(valid_lens, shape, queries.ctx)
-    if queries.dtype == onp.float16:  # running sums in float32
-        return tiled_attention(*(x.astype("float32") for x in (queries, keys, values)),
-                               valid_lens, causal, block_size).astype("float16")
-    keys, values = without_padding(nd, keys, values, lens)
-    hi = _key_bounds(lens, causal, shape)
-    m = np.full(shape[:2] + (1,), -onp.inf, dtype=queries.dtype, ctx=queries.ctx)
-    l = np.zeros_like(m)
-    o = np.zeros(shape[:2] + values.shape[2:], dtype=queries.dtype, ctx=queries.ctx)
-    for start in range(0, shape[2], block_size):
-        k, v = keys[:, start:start + block_size], values[:, start:start + block_size]
-        s = npx.batch_dot(queries, k, transpose_b=True) / math.sqrt(d)
-        cols = np.arange(start, start + k.shape[1], dtype="float32", ctx=queries.ctx)
-        s = masked_fill(s, cols >= hi, -onp.inf)
-        m_new = np.maximum(m, s.max(axis=-1, keepdims=True)).detach()
-        shift = np.where(np.isinf(m_new), np.zeros_like(m_new), m_new)  # no key seen yet
-        p, decay = np.exp(s - shift), np.exp(m - shift)
-        l = l * decay + p.sum(axis=-1, keepdims=True)
-        o = o * decay + npx.batch_dot(p, v)
-        m = m_new
-    return o / np.where(l > 0, l, np.ones_like(l))
-
-
-def _key_bounds(lens, causal, shape):
-    """(batch, n_q, 1) float32: each query sees the keys below its bound."""
-    batch, n_q, n_k = shape
-    hi = lens.reshape(batch, -1, 1)
-    if causal:
-        last = np.arange(n_k - n_q + 1, n_k + 1, dtype="float32", ctx=lens.ctx)
-        hi = np.minimum(hi, last.reshape(1, n_q, 1))
-    return hi
-
-
 # Argument checks that only this module uses (those of several modules are in _checks.py)
 def _check_heads(X, axis, num_heads):
     """``num_heads`` as an int >= 1, after checking that it divides the ``axis`` ("first" or
@@ -634,12 +590,3 @@ def _check_heads(X, axis, num_heads):
         raise ValueError(f"the {axis} axis of X ({size}) must be divisible by num_heads = "
                          f"{num_heads}, got X of shape {X.shape}")
     return num_heads
-
-
-def _check_same_width(queries, keys):
-    """The width d of ``queries`` and ``keys`` (..., d), after checking that they share it."""
-    d = queries.shape[-1]
-    if keys.shape[-1] != d:
-        raise ValueError("queries and keys must have the same width d, got "
-                         f"queries {queries.shape}, keys {keys.shape}")
-    return d

@@ -1,15 +1,13 @@
 """Attention at scale: grouped-query heads and sliding windows of CausalSelfAttention (against
 NumPy, finite differences, multi-head attention with repeated key/value heads and causal
 MultiHeadAttention; a windowed cache bounded and decoding as one call), the windowed masked
-softmax against an explicit mask, and tiled_attention (against DotProductAttention for every
-mask)."""
+softmax against an explicit mask (tiled attention: test_tiled.py)."""
 import mxnet as mx
 import numpy as onp
 import pytest
-from mxnet import autograd, nd, np, npx
+from mxnet import autograd, nd, np
 
-from d2lattn.attention import (DotProductAttention, MultiHeadAttention, _masked_softmax,
-                               lengths, tiled_attention)
+from d2lattn.attention import MultiHeadAttention, _masked_softmax, lengths
 from d2lattn.gpt import CausalSelfAttention, GPTBlock, _per_head
 from reference import MHA_LAYERS, np_grouped_heads, np_mask, np_softmax_where
 
@@ -271,144 +269,3 @@ def test_a_windowed_cache_keeps_at_most_window_keys_and_decodes_as_one_call(piec
                                 atol=1e-5)
     onp.testing.assert_allclose(expected, np_grouped_heads(net, X, X, X, causal(K), window)[0],
                                 rtol=1e-4, atol=1e-4)
-
-
-# --- tiled attention ----------------------------------------------------------------------------
-
-def full_lens(lens, causal_, batch, nq, nk):
-    """The (batch, nq) valid lengths DotProductAttention needs for ``lens`` and a causal mask."""
-    hi = onp.full((batch, nq), nk) if lens is None else \
-        onp.broadcast_to(onp.reshape(lens, (batch, -1)), (batch, nq))
-    if causal_:
-        hi = onp.minimum(hi, onp.clip(onp.arange(nk - nq + 1, nk + 1), 0, None))
-    return hi
-
-
-def reference(q, k, v, lens, causal_):
-    hi = full_lens(lens, causal_, *q.shape[:2], k.shape[1])
-    return DotProductAttention(0.0)(q, k, v, as_np(hi, "int32"))
-
-
-@pytest.mark.parametrize("block_size", [1, 3, 4, 64])
-@pytest.mark.parametrize("causal_", [False, True], ids=["full", "causal"])
-@pytest.mark.parametrize("lens", LENS, ids=LENS_IDS)
-@pytest.mark.parametrize("nq", [Q, K, 1])
-def test_tiled_attention_equals_dot_product_attention(block_size, causal_, lens, nq):
-    if lens is not None and onp.ndim(lens) == 2 and nq != Q:
-        lens = onp.resize(lens, (B, nq))
-    q, k, v = (as_np(x) for x in (normal((B, nq, 3), 18), normal((B, K, 3), 19),
-                                  normal((B, K, 2), 20)))
-    got = tiled_attention(q, k, v, None if lens is None else as_np(lens, "int32"), causal_,
-                          block_size)
-    expected = reference(q, k, v, lens, causal_).asnumpy()
-    onp.testing.assert_allclose(got.asnumpy(), expected, rtol=1e-5, atol=1e-6)
-    hi = full_lens(lens, causal_, B, nq, K)
-    assert (got.asnumpy()[hi == 0] == 0).all()  # no key: zeros, as masked_softmax gives
-
-
-def test_tiled_attention_with_more_queries_than_keys_and_causal_gives_zero_rows():
-    q, k, v = (as_np(x) for x in (normal((B, 5, 3), 21), normal((B, 2, 3), 22),
-                                  normal((B, 2, 2), 23)))
-    got = tiled_attention(q, k, v, None, True, 1).asnumpy()
-    assert (got[:, :3] == 0).all()
-    onp.testing.assert_allclose(got, reference(q, k, v, None, True).asnumpy(), rtol=1e-5,
-                                atol=1e-6)
-
-
-def test_tiled_attention_never_forms_the_queries_by_keys_scores(monkeypatch):
-    shapes, batch_dot = [], npx.batch_dot
-
-    def recording(a, b, **kwargs):
-        out = batch_dot(a, b, **kwargs)
-        shapes.append(out.shape)
-        return out
-
-    monkeypatch.setattr(npx, "batch_dot", recording)
-    q, k, v = (as_np(x) for x in (normal((1, 40, 8), 24), normal((1, 100, 8), 25),
-                                  normal((1, 100, 5), 26)))
-    got = tiled_attention(q, k, v, None, True, 16)
-    monkeypatch.undo()
-    assert shapes and max(shape[-1] for shape in shapes) <= 16
-    assert len(shapes) == 2 * 7  # scores and values of each of the ceil(100 / 16) blocks
-    onp.testing.assert_allclose(got.asnumpy(), reference(q, k, v, None, True).asnumpy(),
-                                rtol=1e-5, atol=1e-6)
-
-
-def test_tiled_attention_is_finite_for_scores_far_beyond_exps_range():
-    # Scores ~ +-1e4: exp overflows without the running maximum.
-    q, k, v = (as_np(x) for x in (normal((B, Q, 4), 27, 100), normal((B, K, 4), 28, 100),
-                                  normal((B, K, 3), 29)))
-    got = tiled_attention(q, k, v, as_np([[2, 6, 1, 0], [6, 6, 3, 4]], "int32"), False, 2)
-    assert onp.isfinite(got.asnumpy()).all()
-    expected = reference(q, k, v, [[2, 6, 1, 0], [6, 6, 3, 4]], False).asnumpy()
-    onp.testing.assert_allclose(got.asnumpy(), expected, rtol=1e-4, atol=1e-4)
-
-
-def test_nan_and_inf_in_padding_reach_no_output_and_no_gradient():
-    k, v = normal((B, K, 3), 30), normal((B, K, 2), 31)
-    k[0, 3:], v[0, 3:], k[1, 5:], v[1, 5:] = onp.nan, onp.inf, onp.inf, onp.nan
-    q, k, v = as_np(normal((B, Q, 3), 32)), as_np(k), as_np(v)
-    lens = as_np([3, 5], "int32")
-    for x in (q, k, v):
-        x.attach_grad()
-    with autograd.record():
-        out = tiled_attention(q, k, v, lens, True, 2)
-        out.sum().backward()
-    assert onp.isfinite(out.asnumpy()).all()
-    for x in (q, k, v):
-        assert onp.isfinite(x.grad.asnumpy()).all()
-    with autograd.record():
-        expected = reference(q, k, v, [3, 5], True)
-    onp.testing.assert_allclose(out.asnumpy(), expected.asnumpy(), rtol=1e-5, atol=1e-6)
-
-
-def test_tiled_attention_gradients_equal_dot_product_attentions():
-    G = as_np(normal((B, Q, 2), 33))
-    grads = []
-    for fn in (lambda q, k, v: tiled_attention(q, k, v, as_np(LENS[2], "int32"), True, 2),
-               lambda q, k, v: reference(q, k, v, LENS[2], True)):
-        q, k, v = (as_np(x, "float64") for x in (normal((B, Q, 3), 34), normal((B, K, 3), 35),
-                                                  normal((B, K, 2), 36)))
-        for x in (q, k, v):
-            x.attach_grad()
-        with autograd.record():
-            (fn(q, k, v) * G.astype("float64")).sum().backward()
-        grads.append([x.grad.asnumpy() for x in (q, k, v)])
-    for mine, theirs in zip(*grads):
-        onp.testing.assert_allclose(mine, theirs, rtol=1e-9, atol=1e-12)
-
-
-def test_tiled_attention_on_cpu1(cpu1):
-    q, k, v = (as_np(x, ctx=cpu1) for x in (normal((B, Q, 3), 37), normal((B, K, 3), 38),
-                                            normal((B, K, 2), 39)))
-    for lens_ctx in (cpu1, mx.cpu()):
-        got = tiled_attention(q, k, v, as_np([2, 6], "int32", lens_ctx), True, 4)
-        assert got.ctx == cpu1
-        onp.testing.assert_allclose(got.asnumpy(), reference(q, k, v, [2, 6], True).asnumpy(),
-                                    rtol=1e-5, atol=1e-6)
-
-
-@pytest.mark.parametrize("args, kwargs, error, match", [
-    ((), {"block_size": 0}, ValueError, "block_size must be an int >= 1, got 0"),
-    ((), {"block_size": 2.0}, ValueError, "block_size must be an int"),
-    ((), {"causal": 1}, TypeError, "causal must be a bool, got 1"),
-    ((), {"valid_lens": as_np([1, 2, 3], "int32")}, ValueError, "valid_lens must have shape"),
-    ((), {"valid_lens": as_np([1, 7], "int32")}, ValueError, r"valid_lens must hold integers in \[0, 6\]"),
-    ((), {"valid_lens": [1, 2]}, TypeError, "valid_lens must be None or an mxnet.np.ndarray"),
-    (("q-width",), {}, ValueError, "queries and keys must have the same width"),
-    (("numpy",), {}, TypeError, "queries must be an mxnet.np.ndarray"),
-    (("float16",), {}, TypeError, "float16"),
-    (("2-D",), {}, ValueError, "queries must be 3-D"),
-])
-def test_tiled_attention_rejects_bad_input(args, kwargs, error, match):
-    q, k, v = as_np(normal((B, Q, 3))), as_np(normal((B, K, 3))), as_np(normal((B, K, 2)))
-    if args == ("q-width",):
-        q = as_np(normal((B, Q, 4)))
-    elif args == ("numpy",):
-        q = normal((B, Q, 3))
-    elif args == ("float16",):
-        q, k, v = (x.astype("float16") for x in (q, k, v))
-    elif args == ("2-D",):
-        q = q[0]
-    with pytest.raises(error, match=match):
-        tiled_attention(q, k, v, **kwargs)
