@@ -31,10 +31,11 @@ EXPLORER_ROW = "; `explorer`: the interactive attention explorer"  # in the chap
 @dataclass(frozen=True)
 class Insertion:
     """The cells to add to ``chapter``: in the markdown cell holding ``anchor``, before
-    ``split`` (the text from ``split`` on becomes a markdown cell after the new ones)."""
+    ``split`` (the text from ``split`` on becomes a markdown cell after the new ones; None:
+    the new cells follow the whole cell)."""
     chapter: str
     anchor: str
-    split: str
+    split: str | None
     try_it: str  # markdown: what to try
     show: str  # code: the explorer
     picture_intro: str  # markdown: the static picture
@@ -116,13 +117,14 @@ plt.show()
 
 CHAPTER_10 = Insertion(
     chapter="10_attention_at_scale.ipynb",
-    anchor="window",
-    split="(sec-tiled-attention)=",
+    anchor="a model whose long-range dependencies matter keeps some global blocks",
+    split=None,
     try_it="""\
 The explorer below shows both settings at once in a small GPT: two blocks with rotary
 positions, a window of 4 tokens and grouped-query attention with 2 key/value heads for its 4
 query heads (heads 1 and 2 read the first key/value head, heads 3 and 4 the second), trained
-like the models above for 100 steps, reading the first 16 tokens of the held-out text. It runs
+for 100 steps on the chapter's training text (the models above trained 600, in
+`tools/attention_variants.py`), reading the first 16 tokens of the held-out text. It runs
 in the page, with no network. Choose a block and a head, hover over a token or reach it with
 the Tab key and the arrow keys: a query (left) shows where it attends, a key (right) what
 attends to it, and the readout gives the weights. Things to try: check that no query reaches
@@ -131,11 +133,12 @@ thumbnails of heads 1 and 2, which share their keys, with those of heads 3 and 4
 of a group attend alike? (They share keys and values, not queries.)
 """,
     show="""\
+train_ids, test_ids, vocab = load_corpus_lm()
 set_seed(0)
 small = GPT(len(vocab), num_hiddens=64, ffn_num_hiddens=128, num_heads=4, num_blks=2,
             dropout=0.0, max_len=64, positions="rope", num_kv_heads=2, window=4)
 train_lm(small, random_windows(train_ids, batch_size=16, num_steps=32, seed=0),
-         num_steps=100, lr=1e-2, device=cpu())
+         num_steps=100, lr=1e-2, device=d2lattn.cpu())
 first = test_ids[:16]
 explorer = attention_explorer(small, (np.array([first], dtype="int32"),),
                               vocab.to_tokens(first), block=1,
@@ -198,12 +201,12 @@ def insert(notebook, insertion):
     source = ["".join(cell["source"]) for cell in cells]
     found = [i for i, (cell, text) in enumerate(zip(cells, source))
              if cell["cell_type"] == "markdown" and insertion.anchor in text
-             and insertion.split in text]
+             and (insertion.split is None or insertion.split in text)]
     if len(found) != 1:
         raise SystemExit(f"{insertion.chapter}: {len(found)} markdown cells hold both "
                          f"{insertion.anchor!r} and {insertion.split!r}; expected one")
     i = found[0]
-    before, after = source[i].split(insertion.split, 1)
+    before, after = source[i].split(insertion.split, 1) if insertion.split else (source[i], None)
     if insertion.anchor not in before:
         raise SystemExit(f"{insertion.chapter}: {insertion.anchor!r} is not before "
                          f"{insertion.split!r} in cell {i}")
@@ -216,8 +219,7 @@ def insert(notebook, insertion):
         code(insertion.show, "explorer-show"),
         markdown(insertion.picture_intro, "explorer-picture-intro"),
         code(insertion.picture, "explorer-picture", insertion.caption),
-        markdown(insertion.split + after, "explorer-after"),
-    ]
+    ] + ([] if after is None else [markdown(insertion.split + after, "explorer-after")])
 
 
 def move_explorer_row(index):
