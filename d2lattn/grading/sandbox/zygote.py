@@ -12,11 +12,11 @@ output and a lifeline), forks:
   an ordinary user, a user namespace too, in which the kernel counts the group's processes),
   and waits until the grader lets go of the lifeline (then kills the group) or the group ends;
 - the **runner**, PID 1 of the new PID namespace (which ignores the signals its own
-  processes send it) and leader of a session of its own, which mounts a fresh ``/proc`` (keyrings
-  masked, the kernel's settings read-only), ``/tmp`` and ``/dev/shm``, closes every other
-  descriptor and runs :func:`runner.main`. Before any submission code runs, the runner
-  becomes its user, drops every capability, forbids new privileges and loads the seccomp
-  filter (:func:`confine`).
+  processes send it) and leader of a session of its own, which mounts a fresh ``/proc``
+  (keyrings and the host's file locks masked, the kernel's settings read-only), ``/tmp`` and
+  ``/dev/shm``, closes every other descriptor and runs :func:`runner.main`. Before any
+  submission code runs, the runner becomes its user, drops every capability, forbids new
+  privileges and loads the seccomp filter (:func:`confine`).
 
 So no two groups share a writable file, a process, a counter of a namespace (process ids,
 inodes of /tmp) or a kernel object, and none can reach the prepared process: it is in a PID
@@ -42,7 +42,8 @@ PR_CAP_AMBIENT = 47
 SECCOMP_MODE_FILTER, CAP_VERSION_3 = 2, 0x20080522
 OPEN_TREE, MOVE_MOUNT = 428, 429  # system call numbers, the same on every architecture
 OPEN_TREE_CLONE, AT_RECURSIVE, AT_FDCWD, MOVE_MOUNT_F_EMPTY_PATH = 1, 0x8000, -100, 4
-MASKED = ("keys", "key-users")  # in /proc: the kernel's keyrings, every user's
+MASKED = ("keys", "key-users", "locks")  # in /proc: the kernel's keyrings, every user's, and
+# every file lock on the host
 READ_ONLY = ("sys", "sysrq-trigger", "irq", "bus")  # in /proc, as bubblewrap leaves them
 
 libc = ctypes.CDLL(None, use_errno=True)
