@@ -36,6 +36,7 @@ import subprocess
 import sys
 import tempfile
 import threading
+import time
 from pathlib import Path
 
 from .. import limits
@@ -214,6 +215,7 @@ class Sandboxed:
         if self.lifeline is not None:
             os.close(self.lifeline)  # its keeper kills it, and every process of its namespace
             self.lifeline = None
+            self.prepared.release()
 
     def close(self):
         _close(self.stdin, self.stdout)
@@ -221,16 +223,22 @@ class Sandboxed:
 
 class Prepared:
     """The prepared process of one configuration (:mod:`zygote`): its bubblewrap and the
-    socket to it."""
+    socket to it. It is closed only once it is retired (:func:`prepared` started another)
+    and none of its runners is alive, so a replacement never kills a live sandbox."""
 
     def __init__(self, key, argv, config):
         self.key, self.lock, self.errors_file = key, threading.Lock(), tempfile.TemporaryFile()
+        self.live, self.retired, self.ready = 0, False, False
+        self.answered = threading.Event()
         self.socket, theirs = socket.socketpair()
         started = threading.Event()
         threading.Thread(target=self._keep, args=(argv, theirs, started), daemon=True).start()
         started.wait()
         theirs.close()
-        self.ready = self.process is not None and self._configure(config)
+        if self.process is None:
+            self.answered.set()
+        else:
+            threading.Thread(target=self._configure, args=(config,), daemon=True).start()
 
     def _keep(self, argv, theirs, started):
         """Start bubblewrap and wait for it: bwrap dies with the thread that started it
@@ -247,26 +255,38 @@ class Prepared:
             self.process.wait()
 
     def _configure(self, config):
-        """Send the configuration; True once the prepared process says it is ready."""
+        """Send the configuration and wait, however long it takes, until the prepared process
+        says it is ready (then its start is measured) or ends."""
+        begin = time.monotonic()
         try:
             self.socket.sendall((json.dumps(config) + "\n").encode())
-            self.socket.settimeout(limits.STARTUP_SECONDS)
             answer = b""
             while not answer.endswith(b"\n"):
                 byte = self.socket.recv(1)
                 if not byte:
-                    return False
+                    break
                 answer += byte
-            self.socket.settimeout(None)
-            return answer == b"ready\n"
+            self.ready = answer == b"ready\n"
         except OSError:
-            return False
+            self.ready = False
+        if self.ready:
+            _started(time.monotonic() - begin)
+        self.answered.set()
 
     def alive(self):
-        return self.ready and self.process.poll() is None
+        """False once it failed to start or ended; True while it starts, however slowly."""
+        return self.process is not None and self.process.poll() is None \
+            and (self.ready or not self.answered.is_set())
 
     def send_fds(self, fds):
-        """Ask for a runner on ``fds``; nothing happens if the prepared process has ended."""
+        """Ask for a runner on ``fds`` once the prepared process is ready (waiting at most
+        :func:`start_allowance` seconds); nothing happens if it is not."""
+        if not self.answered.wait(start_allowance()):
+            with self.lock:
+                self.errors_file.write(f"the sandbox's prepared process did not start within "
+                                       f"{start_allowance():.0f} s\n".encode())
+        if not self.ready:
+            return
         with self.lock:
             try:
                 socket.send_fds(self.socket, [b"g"], fds)
@@ -274,26 +294,61 @@ class Prepared:
                 pass
 
     def fork(self):
+        with self.lock:
+            self.live += 1
         return Sandboxed(self)
 
+    def release(self):
+        """One of its runners has ended: close it if it is retired and that was the last."""
+        with self.lock:
+            self.live -= 1
+            last = self.retired and self.live == 0
+        if last:
+            self.close()
+
+    def retire(self):
+        """Another prepared process replaces this one: close it now, or once its last live
+        runner has ended."""
+        with self.lock:
+            self.retired = True
+            idle = self.live == 0
+        if idle:
+            self.close()
+
     def errors(self):
-        return _head(self.errors_file)
+        with self.lock:
+            return _head(self.errors_file)
 
     def close(self):
         self.socket.close()  # the prepared process ends when the socket does
         if self.process is not None:
             try:
-                self.process.wait(timeout=limits.STARTUP_SECONDS)
+                self.process.wait(timeout=start_allowance())
             except subprocess.TimeoutExpired:
                 os.killpg(self.process.pid, 9)
 
 
 _prepared, _lock = None, threading.Lock()
+_slowest = [0.0]  # seconds: the slowest start of a prepared process measured in this process
+
+
+def _started(seconds):
+    _slowest[0] = max(_slowest[0], seconds)
+
+
+def start_allowance():
+    """Seconds allowed for a sandbox to start: :data:`limits.STARTUP_SECONDS`, or five times
+    the slowest start measured so far if that is longer, times the load per core (at least
+    1), so that a loaded machine gets the time it needs."""
+    load = os.getloadavg()[0] / (os.cpu_count() or 1)
+    return max(limits.STARTUP_SECONDS, 5 * _slowest[0]) * max(1.0, load)
 
 
 def prepared():
     """The prepared process for this grader's configuration (its Python, its nice value),
-    started on first use and again whenever it ended or the configuration changed."""
+    started on first use and again whenever it ended, failed to start or the configuration
+    changed; the one it replaces is retired (see :class:`Prepared`), never killed with live
+    sandboxes. A slow start is waited for (see :meth:`Prepared.send_fds`), never replaced."""
     global _prepared
     binds = _outside_usr(_binds())
     under_tmp = [path for path in binds if _inside(path, ["/tmp"])]
@@ -311,7 +366,7 @@ def prepared():
     with _lock:
         if _prepared is None or _prepared.key != key or not _prepared.alive():
             if _prepared is not None:
-                _prepared.close()
+                _prepared.retire()
             _prepared = Prepared(key, argv, config)
         return _prepared
 

@@ -92,7 +92,7 @@ class Run:
 
     def listen(self, keys):
         """From now on keep only records with a key of ``keys``, one each: ``("cell", n)``,
-        ``("case", id)``, ``("phase_done", i)`` or ``("cells_done",)``."""
+        ``("case", id)`` or ``("cells_done",)``."""
         with self.lock:
             self.keys, self.taken = set(keys), set()
 
@@ -123,12 +123,11 @@ class Run:
             if key is None or key not in self.keys or key in self.taken:
                 return None
             size = _size(record)
+            self.taken.add(key)
             if size > self.objects:
                 self.over_budget = True
-                if len(key) > 1 and key[0] != "phase_done":
-                    return None
-            self.objects -= min(size, self.objects)
-            self.taken.add(key)
+                return dict([key]) if len(key) > 1 else record  # its key alone: no values
+            self.objects -= size
         return record
 
     def send(self, message):
@@ -159,6 +158,20 @@ class Run:
                 taken.append(record)
         return taken, "ended", None
 
+    def take(self, seconds):
+        """The next record kept (see :meth:`listen`) within ``seconds``: ``(record, "done")``,
+        else ``(None, how)``, how "ended" or "timeout"."""
+        if self.ended:
+            return None, "ended"
+        try:
+            record = self.records.get(timeout=max(0.0, seconds))
+        except queue.Empty:
+            return None, "timeout"
+        if record is None:
+            self.ended = True
+            return None, "ended"
+        return record, "done"
+
     def errors(self):
         """What the sandbox wrote on its standard error before any submission code ran
         (bubblewrap's and Python's messages), at most 2000 characters."""
@@ -172,11 +185,11 @@ class Run:
 
 
 def _key(record):
-    """A record's key: ``("cell", n)``, ``("case", id)``, ``("phase_done", i)`` or
-    ``("cells_done",)``; None for anything else."""
+    """A record's key: ``("cell", n)``, ``("case", id)`` or ``("cells_done",)``; None for
+    anything else."""
     if not isinstance(record, dict):
         return None
-    for name in ("cell", "case", "phase_done"):
+    for name in ("cell", "case"):
         if type(record.get(name)) is int:
             return name, record[name]
     return ("cells_done",) if "cells_done" in record and "case" not in record else None

@@ -9,9 +9,10 @@ sandbox for each group of questions (the questions that forbid the same objects)
    what the notebook needs before any submission code runs;
 2. ``{"cells", "timeout", "max_output"}``: it runs the code cells in IPython and sends each
    cell's text output and error line, then ``{"cells_done": note}``;
-3. one line per phase of cases (the public ones; later, once every group's public results are
-   in, the hidden ones): ``{"cases": [...], "case_timeout"}``; for each case it sends the plain
-   values (:func:`encode`) its checked steps returned, then ``{"phase_done": index}``.
+3. one line per case, ``{"case", "case_timeout"}``, the next only once the record of the
+   one before is in: it sends the plain values (:func:`encode`) the case's checked steps
+   returned. So no other case (its calls, inputs or scope) is in the sandbox while one runs:
+   not the rest of its phase, not the cases of a phase to come.
 
 A case it receives is data (see :mod:`d2lattn.grading.master.calls`): the call of each step (the
 answer's names applied to inputs), the inputs as values and the case's scope, both pickled by
@@ -174,9 +175,9 @@ def main(confine=None):
     _not_dumpable()
     request = json.loads(inbox.readline())
     send({"cells_done": _run_cells(shell, request, send)})
-    for index, line in enumerate(inbox):
-        _run_phase(shell.user_ns, json.loads(line), send)
-        send({"phase_done": index})
+    del request
+    for line in inbox:  # one case a message, sent once the previous one's record is in
+        _run_case(shell.user_ns, json.loads(line), send)
 
 
 def _install(package, scratch):
@@ -309,13 +310,13 @@ def raised_text(err):
     return f"{type(err).__name__}" + (f": {text}" if text else "")
 
 
-def _run_phase(user_ns, phase, send):
-    """Run each case of a phase, each on a fresh copy of the notebook's namespace: its
-    calls (grading) or, for a master at release, its whole plan."""
-    for case in phase["cases"]:
-        env = dict(user_ns)
-        run = plan_case if "plan" in case else run_call
-        send(dict(run(case, env, phase["case_timeout"]), case=case["id"]))
+def _run_case(user_ns, request, send):
+    """Run one case on a fresh copy of the notebook's namespace: its calls (grading) or, for a
+    master at release, its whole plan. No other case is in this process meanwhile: the grader
+    sends the next one only once this one's record is in."""
+    case = request["case"]
+    run = plan_case if "plan" in case else run_call
+    send(dict(run(case, dict(user_ns), request["case_timeout"]), case=case["id"]))
 
 
 def run_call(case, env, seconds):
