@@ -704,6 +704,18 @@ def test_the_sandboxed_package_keeps_its_data_files(tmp_path):
                                     runner.encode(read_doc_topics("test")[0][:3])]
 
 
+def test_the_sandboxed_package_leaves_the_stored_runs_out(tmp_path):
+    """The runs stored by tools/ (weights and records, for the book) are not copied into
+    each sandbox; the package's code and corpora are."""
+    package = shadow.Shadows(tmp_path)(())
+    data = {Path(path).name for path in package if path.startswith("d2lattn/data/")}
+    assert {"small_bert.safetensors", "nmt_runs.json", "finetune_runs.json"} <= {
+        path.name for path in (Path(shadow.PACKAGE) / "data").iterdir()}  # the control
+    assert not {name for name in data if name.endswith((".json", ".safetensors"))}, data
+    assert {"doc_topics.tsv", "pydoc_paragraphs.txt.gz", "__init__.py"} <= data
+    assert sum(len(text) for text in package.values()) * 3 / 4 < 1 << 20  # bytes
+
+
 def test_grading_refuses_to_run_without_a_sandbox(tmp_path, monkeypatch):
     monkeypatch.setattr(shutil, "which", lambda name: None)
     with pytest.raises(sandbox.SandboxError, match=r"apt-get install bubblewrap\) or, only for "
