@@ -23,8 +23,8 @@ def sandbox_value(code, folder, call="result", seconds=30):
     group, = run_submission([(1, code)], [(shadow.Shadows(folder)(()), [[case]])], 60,
                             seconds, 100_000)
     record = group.results.get(0)
-    value = _python(record["values"][0]) if record and record["values"] else None
-    return value, record and record["raised"], [text for _, text in group.notes]
+    value = _python(record.values[0]) if record and record.values else None
+    return value, record and record.raised, [text for _, text in group.notes]
 
 
 def _python(value):

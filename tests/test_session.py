@@ -79,7 +79,7 @@ def test_one_sandbox_at_a_time_and_one_case_in_it(tmp_path):
     finally:
         running.set()
         watcher.join()
-    seen = {case: [item["v"] for item in record["values"][0]["v"]]
+    seen = {case: [item["v"] for item in record.values[0]["v"]]
             for group in done for case, record in group.results.items()}
     assert sorted(seen) == list(range(12)), [group.notes for group in done]
     assert all(found == [case] for case, found in seen.items()), seen
@@ -100,7 +100,7 @@ def test_a_slow_start_of_the_prepared_process_kills_no_live_sandbox(tmp_path, mo
             "steps": [{"call": "hold()", "inputs": None, "want": True}]}
     cells = [(1, "import time\n\ndef hold():\n    time.sleep(5)\n    return 42")]
     group, = run_submission(cells, [(shadows(()), [[case]])], 60, 10, 1000)  # measured
-    assert group.results[0]["values"] == [{"t": "num", "v": 42}], group.notes
+    assert group.results[0].values == [{"t": "num", "v": 42}], group.notes
     monkeypatch.setattr(limits, "STARTUP_SECONDS", 1)
     monkeypatch.setattr(bwrap, "ZYGOTE", SLOW + bwrap.ZYGOTE)
     outcome = {}
@@ -112,10 +112,8 @@ def test_a_slow_start_of_the_prepared_process_kills_no_live_sandbox(tmp_path, mo
         case, steps=[{"call": "x", "inputs": None, "want": True}])]])], 60, 10, 1000)
     first.join()
     first, = outcome["first"]
-    assert (first.results.get(0), first.notes) == ({"values": [{"t": "num", "v": 42}],
-                                                    "raised": None, "at": None, "case": 0},
-                                                   [])
-    assert second.results[0]["values"] == [{"t": "num", "v": 7}], second.notes
+    assert first.notes == [] and first.results[0].values == [{"t": "num", "v": 42}]
+    assert second.results[0].values == [{"t": "num", "v": 7}], second.notes
 
 
 # --- a class's private cases --------------------------------------------------------------

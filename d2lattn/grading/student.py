@@ -2,6 +2,7 @@
 ``check``."""
 import sys
 import textwrap
+from dataclasses import replace
 
 from .forbid.names import forbidden_uses
 from .limits import CHECK_CASE_SECONDS
@@ -34,7 +35,7 @@ def check(question, env=None):
         raise TypeError(f"env must be a dict of names, got {type(env).__name__}")
     test = _TESTS[question]
     try:
-        results = [dict(result, format=not scores(case)) for result, case in zip(
+        results = [replace(result, format=not scores(case)) for result, case in zip(
             run_test(test, dict(env), hidden=False, time_limit=CHECK_CASE_SECONDS),
             cases_of(test, False))]
     except KeyboardInterrupt:

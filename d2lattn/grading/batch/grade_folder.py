@@ -15,6 +15,7 @@ import sys
 import tempfile
 import time
 from collections import namedtuple
+from dataclasses import replace
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from pathlib import Path
 
@@ -261,11 +262,11 @@ def grade_notebook(nb, tests, limits, packages, unsafe=False):
     scores, results = [], {}
     for test in tests:
         own = {number for number, _, question in cells if question == test["name"]}
-        outcome = [dict(judge(case["code"], in_case(case, records.get(case_id)),
-                              case.get("expected", [])),
-                        hidden=case.get("hidden", False), format=is_format(_message(case)),
-                        raised=None if case.get("hidden") else
-                        (records.get(case_id) or {}).get("raised"))
+        outcome = [replace(judge(case["code"], in_case(case, records.get(case_id)),
+                                 case.get("expected", [])),
+                           hidden=case.get("hidden", False), format=is_format(_message(case)),
+                           raised=None if case.get("hidden") else
+                           getattr(records.get(case_id), "raised", None))
                    for owner, case_id, case in numbered(tests) if owner is test]
         if test["name"] in present:
             results[test["name"]] = outcome
@@ -284,9 +285,9 @@ def _executed(cells, outputs):
     return {"nbformat": 4, "nbformat_minor": 5, "metadata": {}, "cells": [
         {"cell_type": "code", "id": f"cell-{number}", "execution_count": None, "source": text,
          "metadata": {"d2lattn": {"cell": number, "question": question,
-                                  "error": outputs.get(number, {}).get("error")}},
+                                  "error": getattr(outputs.get(number), "error", None)}},
          "outputs": [{"output_type": "stream", "name": "stdout",
-                      "text": outputs[number]["text"]}] if outputs.get(number, {}).get("text")
+                      "text": outputs[number].text}] if getattr(outputs.get(number), "text", "")
          else []} for number, text, question in cells]}
 
 

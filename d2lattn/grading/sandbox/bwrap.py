@@ -41,9 +41,11 @@ from pathlib import Path
 
 from .. import limits
 from ..limits import PACKAGE
+from ..master import steps
 from . import runner, syscalls, zygote
 
-RUNNER = Path(runner.__file__).read_text(encoding="utf-8")
+RUNNER = "\n\n".join(Path(module.__file__).read_text(encoding="utf-8")
+                     for module in (steps, runner))  # the runner's source, whole
 ZYGOTE = Path(zygote.__file__).read_text(encoding="utf-8")
 COMPAT = (PACKAGE / "_compat.py").read_text(encoding="utf-8")
 ETC = ["ld.so.cache", "ld.so.conf", "ld.so.conf.d", "alternatives", "localtime", "passwd",

@@ -10,6 +10,7 @@ import threading
 import time
 
 from .. import limits
+from ..protocol import cells_message, start_message
 from . import bwrap
 
 _checked = False  # the runner started once in this process (see check_sandbox)
@@ -53,7 +54,7 @@ def _start_once():
     try:
         run.listen([("cells_done",)])
         ok = run.send(run.start(limits.RLIMITS, None, {})) and run.send(
-            {"cells": [[1, "1"]], "timeout": 60, "max_output": 100})
+            cells_message([(1, "1")], 60, 100))
         if ok and run.collect(lambda record: False, "cells_done", 90)[1] == "done":
             return None
     finally:
@@ -86,9 +87,9 @@ class Run:
         grader's nice value (the whole sandbox runs at it), the group's d2lattn, and
         ``compat`` (the shim to preload NumPy and MXNet with, or None) unless its process
         has them already."""
-        compat = None if self.process.preloaded else compat
-        return {"limits": limits, "compat": compat, "scratch": self.process.scratch,
-                "uid": self.uid, "nice": bwrap.nice(), "package": package}
+        return start_message(limits, self.uid, bwrap.nice(),
+                             None if self.process.preloaded else compat, package,
+                             self.process.scratch)
 
     def listen(self, keys):
         """From now on keep only records with a key of ``keys``, one each: ``("cell", n)``,
@@ -140,10 +141,10 @@ class Run:
             return False
 
     def collect(self, accept, done, seconds):
-        """Of the records kept (see :meth:`listen`), those ``accept`` takes, until one has
-        the key ``done``, the runner ends or ``seconds`` pass. Returns ``(records, how,
-        value)``: how is "done" (value: that record's ``done`` entry), "ended" or "timeout"
-        (value None)."""
+        """Of the records kept (see :meth:`listen`), what ``accept`` makes of them (None:
+        not taken), until one has the key ``done``, the runner ends or ``seconds`` pass.
+        Returns ``(taken, how, value)``: how is "done" (value: that record's ``done``
+        entry), "ended" or "timeout" (value None)."""
         deadline, taken = time.monotonic() + seconds, []
         while not self.ended:
             try:
@@ -154,8 +155,8 @@ class Run:
                 self.ended = True
             elif done in record:
                 return taken, "done", record[done]
-            elif accept(record):
-                taken.append(record)
+            else:
+                taken += [kept for kept in [accept(record)] if kept is not None]
         return taken, "ended", None
 
     def take(self, seconds):

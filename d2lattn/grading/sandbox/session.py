@@ -8,25 +8,14 @@ ends a phase serves its group's next phase too (nothing of the phase before runs
 Every record is checked before it is kept; anything else a sandbox writes is dropped."""
 import re
 import time
-from dataclasses import dataclass, field
 
 from .. import limits
+from ..protocol import SandboxRecord, case_message, case_record, cell_output, cells_message
 from .bwrap import COMPAT, start_allowance
 from .channel import Run
 
 NO_RUN = "the sandbox ended before any cell ran"
 IMPORTS = re.compile(r"^\s*(import|from)\s+(d2lattn|mxnet)\b", re.M)  # worth preloading
-
-
-@dataclass
-class GroupRun:
-    """What one group's sandboxes gave: ``outputs`` ``{cell number: {"text", "error"}}`` (of
-    its first run), ``results`` ``{case id: record}`` and ``notes`` ``[(phase or None,
-    text)]``: what stopped it, during the cells of its first run (None) or while it served a
-    phase (that phase)."""
-    outputs: dict = field(default_factory=dict)
-    results: dict = field(default_factory=dict)
-    notes: list = field(default_factory=list)
 
 
 def run_submission(cells, groups, timeout, case_timeout, max_output, unsafe=False):
@@ -42,10 +31,11 @@ def run_submission(cells, groups, timeout, case_timeout, max_output, unsafe=Fals
 
     ``groups`` is a list of ``(package, phases)``: the d2lattn copy that group's sandboxes see
     (``{relative path: base64}``) and its phases, each a list of case requests (see
-    :mod:`d2lattn.grading.sandbox.runner`). Returns one :class:`GroupRun` per group.
+    :mod:`d2lattn.grading.sandbox.runner`). Returns one
+    :class:`~d2lattn.grading.protocol.SandboxRecord` per group.
     """
     warm = any(IMPORTS.search(text) for _, text in cells)
-    done, stop, run, first = [GroupRun() for _ in groups], None, None, True
+    done, stop, run, first = [SandboxRecord() for _ in groups], None, None, True
     order = schedule([[bool(cases) for cases in phases] for _, phases in groups])
     try:
         for step, (phase, number) in enumerate(order):
@@ -125,12 +115,11 @@ def _run_cells(run, cells, budget, max_output, group, tag):
     cell in which the time ran out (None if it did not)."""
     numbers = {number for number, _ in cells}
     run.listen([("cell", n) for n in numbers] + [("cells_done",)])
-    run.send({"cells": [list(cell) for cell in cells], "timeout": budget.seconds,
-              "max_output": max_output})
-    taken, how, stopped = run.collect(lambda r: _is_cell(r, numbers), "cells_done",
+    run.send(cells_message(cells, budget.seconds, max_output))
+    taken, how, stopped = run.collect(lambda r: cell_output(r, numbers), "cells_done",
                                       budget.left() + start_allowance())
-    outputs = {r["cell"]: {"text": r["text"][:max_output], "error": r["error"]}
-               for r in taken}
+    outputs = {number: type(output)(output.text[:max_output], output.error)
+               for number, output in taken}
     group.outputs = group.outputs or outputs
     last = max(outputs, default=None)
     if how != "done":
@@ -152,7 +141,7 @@ def _run_phase(run, phase, cases, case_timeout, group):
     their records; True if the sandbox still serves."""
     for case in cases:
         run.listen([("case", case["id"])])
-        run.send({"case": case, "case_timeout": case_timeout})
+        run.send(case_message(case, case_timeout))
         examples = len(case.get("steps") or case.get("plan") or ())
         record, how = run.take(case_timeout * max(examples, 1) + 10)
         if how != "done":
@@ -162,8 +151,9 @@ def _run_phase(run, phase, cases, case_timeout, group):
             group.notes.append((phase, f"the sandbox sent more than {run.budget} values; "
                                        "the rest were dropped"))
             return False
-        if _is_case(record, {case["id"]}):
-            group.results[case["id"]] = record
+        kept = case_record(record, case["id"])
+        if kept is not None:
+            group.results[case["id"]] = kept
     return True
 
 
@@ -173,18 +163,3 @@ def _stopped(how, when, outputs):
     if outputs:
         return f"the sandbox ended {when} (after cell {max(outputs)})"
     return NO_RUN if when == "while its cells ran" else f"the sandbox ended {when}"
-
-
-def _is_cell(record, numbers):
-    return type(record.get("cell")) is int and record["cell"] in numbers \
-        and isinstance(record.get("text"), str) \
-        and (record.get("error") is None or isinstance(record["error"], str))
-
-
-def _is_case(record, ids):
-    return type(record.get("case")) is int and record["case"] in ids \
-        and isinstance(record.get("values"), list) \
-        and all(isinstance(record.get(key, []), list) for key in ("wants", "inputs")) \
-        and (record.get("raised") is None or isinstance(record["raised"], str)) \
-        and (record.get("at") is None or type(record["at"]) is int) \
-        and (record.get("scope") is None or isinstance(record["scope"], str))
