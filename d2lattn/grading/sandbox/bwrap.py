@@ -8,10 +8,11 @@ each runner instead becomes a user of its own before any submission code runs: a
 uid of a range no account uses (:data:`limits.UIDS`), one per group. The prepared process
 keeps only the capabilities it needs to give each runner its own namespaces and folders
 (and, as root, its user); each runner drops them all and loads a seccomp filter
-(:mod:`d2lattn.grading.sandbox.syscalls`) that denies keyrings, System V and POSIX IPC, new
-sessions and namespaces, mounts, tracing and the kernel's other interfaces (``/proc/keys``
-and ``/proc/key-users`` are masked), so nothing is shared through the kernel with the grader,
-another sandbox or another group.
+(:mod:`d2lattn.grading.sandbox.syscalls`) that denies keyrings, file locks and leases,
+page-cache probes and hints, file watches, System V and POSIX IPC, new sessions and
+namespaces, mounts, tracing and the kernel's other interfaces (``/proc/keys``,
+``/proc/key-users`` and ``/proc/locks`` are masked), so nothing is shared through the kernel
+with the grader, another sandbox or another group but timing (see exercises/README.md).
 
 Everything bubblewrap mounts is read-only: the Python installation and its packages (an
 installed d2lattn hidden; installations under ``/tmp`` or reached through a symbolic link
