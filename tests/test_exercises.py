@@ -327,18 +327,19 @@ def format_only(source, replays, shown):
 @pytest.mark.parametrize("master", MASTERS, ids=lambda p: p.stem)
 def test_a_format_only_submission_earns_nothing(master, released, tmp_path):
     """Each chapter answered with constants copied from the public feedback (the expected
-    values of the public examples, the literals of their code) in the form of the master's
-    answers: every question scores 0, its hidden cases vary the inputs that decide it."""
+    values of the public examples, the literals of their code; the question's own first) in
+    the form of the master's answers: every question scores 0, its hidden cases vary the
+    inputs that decide it."""
     bundle = released / "autograder"
     tests = json.loads((bundle / f"{master.stem}.json").read_text())["tests"]
-    shown = shown_constants(tests)
     nb = json.loads(master.read_text())
     for cell in nb["cells"]:
         header = question_header(cell)
         if header:
             test = next(t for t in tests if t["name"] == header[0])
-            replays = [value for case in cases.cases_of(test, False)
-                       for value in case["expected"]]
+            replays = [value for case in cases.cases_of(test, False) if cases.scores(case)
+                       for value in case["expected"]]  # values, not a format check's verdict
+            shown = list(dict.fromkeys(shown_constants([test]) + shown_constants(tests)))
             cell["source"] = format_only(cell_source(cell), replays, shown)
     nb["metadata"] = json.loads((released / master.name).read_text())["metadata"]
     (tmp_path / "in").mkdir()

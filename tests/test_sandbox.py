@@ -537,8 +537,9 @@ def test_a_hidden_case_tells_only_whether_it_passed(tmp_path, bundle):
 
 # --- a sandbox per group: nothing passes from one to the next -----------------------------
 
-GROUP_TRACES = '''import glob, os, time
-seen = sorted(glob.glob("/tmp/**", recursive=True) + glob.glob("/dev/shm/*"))
+GROUP_TRACES = '''import glob, os, sys, time
+seen = sorted(path for path in glob.glob("/tmp/**", recursive=True) + glob.glob("/dev/shm/*")
+              if not path.startswith((sys.prefix, sys.base_prefix)))  # a Python under /tmp
 alive = len([pid for pid in os.listdir("/proc") if pid.isdigit()])
 first = os.fork()  # the PID namespace's counter, then the tmpfs's inode counter
 if first == 0:

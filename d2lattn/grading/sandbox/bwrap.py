@@ -31,6 +31,7 @@ read and change anything the grader's user can).
 import functools
 import json
 import os
+import select
 import shutil
 import socket
 import subprocess
@@ -193,8 +194,9 @@ class Unsandboxed:
 
 
 class Sandboxed:
-    """A runner forked by the prepared process: its input, output, error output (a file)
-    and the lifeline the grader lets go of to kill it."""
+    """A runner forked by the prepared process: its input, output, error output (a file),
+    the lifeline the grader lets go of to kill it and the deathbed, which ends once nothing
+    of its sandbox is left."""
     scratch = "/tmp"
     preloaded = True  # the prepared process imported NumPy and MXNet before the fork
 
@@ -203,10 +205,12 @@ class Sandboxed:
         theirs_in, stdin = os.pipe()
         stdout, theirs_out = os.pipe()
         theirs_life, self.lifeline = os.pipe()
+        self.deathbed, theirs_bed = os.pipe()
         try:
-            prepared.send_fds([theirs_in, theirs_out, self.errors_file.fileno(), theirs_life])
+            prepared.send_fds([theirs_in, theirs_out, self.errors_file.fileno(), theirs_life,
+                               theirs_bed])
         finally:
-            for fd in (theirs_in, theirs_out, theirs_life):
+            for fd in (theirs_in, theirs_out, theirs_life, theirs_bed):
                 os.close(fd)  # the runner's ends: if the request failed, these end it at once
         self.stdin, self.stdout = os.fdopen(stdin, "wb"), os.fdopen(stdout, "rb")
 
@@ -218,10 +222,15 @@ class Sandboxed:
         if self.lifeline is not None:
             os.close(self.lifeline)  # its keeper kills it, and every process of its namespace
             self.lifeline = None
-            self.prepared.release()
 
     def close(self):
+        """Once killed: wait until every process of the sandbox has ended."""
         _close(self.stdin, self.stdout)
+        if self.deathbed is not None:
+            with os.fdopen(self.deathbed, "rb") as bed:
+                select.select([bed], [], [], start_allowance())
+            self.deathbed = None
+            self.prepared.release()
 
 
 class Prepared:

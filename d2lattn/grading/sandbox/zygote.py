@@ -5,12 +5,15 @@ The grader starts ``python -c <this file's source>`` in bubblewrap (:mod:`bwrap`
 end of a socket as its standard input. It reads one JSON line (the runner's source, the
 grader's nice value, d2lattn's compatibility shim, the seccomp filter and the sizes of /tmp
 and /dev/shm), imports NumPy, MXNet, matplotlib and IPython, answers ``ready`` and then, for
-each single byte that arrives with four file descriptors (the runner's input, output, error
-output and a lifeline), forks:
+each single byte that arrives with five file descriptors (the runner's input, output, error
+output, a lifeline and a deathbed), forks:
 
 - a **keeper**, which enters new mount, PID, IPC, network, UTS and cgroup namespaces (as
   an ordinary user, a user namespace too, in which the kernel counts the group's processes),
   and waits until the grader lets go of the lifeline (then kills the group) or the group ends;
+  it holds the deathbed until it has reaped the runner, the last process of the group to end
+  (the kernel ends every other process of a PID namespace before its first one), so the
+  grader learns when nothing of the group is left;
 - the **runner**, PID 1 of the new PID namespace (which ignores the signals its own
   processes send it) and leader of a session of its own, which mounts a fresh ``/proc``
   (keyrings and the host's file locks masked, the kernel's settings read-only), ``/tmp`` and
@@ -70,10 +73,10 @@ def main():
     signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # keepers are reaped by the kernel
     control.sendall(b"ready\n")
     while True:
-        message, fds, _, _ = socket.recv_fds(control, 1, 4)
+        message, fds, _, _ = socket.recv_fds(control, 1, 5)
         if not message:
             return
-        if len(fds) == 4 and os.fork() == 0:
+        if len(fds) == 5 and os.fork() == 0:
             control.close()
             _keep(fds, runner, config)
         for fd in fds:
