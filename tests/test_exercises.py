@@ -321,7 +321,9 @@ def format_only(source, replays, shown):
     labels = dict(stubs.variants(source, replays))
     text = labels.get("replays the expected value of public example 1") or \
         labels["returns ones in the form of the master's answer"]
-    return text.replace(stubs.PRELUDE, stubs.PRELUDE + f"\nSHOWN = {shown!r}" + FORMAT_ONLY)
+    header = source.splitlines()[0]  # "# QUESTION ...": the stub's source lost it
+    return header + "\n" + text.replace(stubs.PRELUDE, stubs.PRELUDE + f"\nSHOWN = {shown!r}"
+                                         + FORMAT_ONLY)
 
 
 @pytest.mark.parametrize("master", MASTERS, ids=lambda p: p.stem)
@@ -345,5 +347,6 @@ def test_a_format_only_submission_earns_nothing(master, released, tmp_path):
     (tmp_path / "in").mkdir()
     (tmp_path / "in" / "format_only.ipynb").write_text(json.dumps(nb))
     rows = grade(tmp_path / "in", bundle, tmp_path / "out", timeout=300, jobs=1)
-    assert rows and all(row.points == 0 for row in rows), \
+    assert rows and all("cases passed" in row.reason for row in rows), rows  # each one ran
+    assert all(row.points == 0 for row in rows), \
         [(row.question, row.points, row.reason) for row in rows if row.points]
