@@ -98,7 +98,7 @@ def test_a_slow_start_of_the_prepared_process_kills_no_live_sandbox(tmp_path, mo
     shadows = shadow.Shadows(tmp_path)
     case = {"id": 0, "question": "q", "scope": None,
             "steps": [{"call": "hold()", "inputs": None, "want": True}]}
-    cells = [(1, "import time\n\ndef hold():\n    time.sleep(5)\n    return 42")]
+    cells = [(1, "import time\n\ndef hold():\n    time.sleep(3)\n    return 42")]
     group, = run_submission(cells, [(shadows(()), [[case]])], 60, 10, 1000)  # measured
     assert group.results[0].values == [{"t": "num", "v": 42}], group.notes
     monkeypatch.setattr(limits, "STARTUP_SECONDS", 1)
@@ -127,7 +127,7 @@ np.exp(np.array({SECRET}) - 7.654321) / np.exp(np.array({SECRET}) - 7.654321).su
 THIEF = '''import ctypes, fcntl, os, struct, time
 ROLE, LOCKED, CACHED = {role!r}, {locked!r}, {cached!r}
 PAGE, WIDTH = 4096, 64  # bytes of a message
-state = {{"born": time.monotonic(), "fd": None, "seen": []}}
+state = {{"first": True, "fd": None}}
 
 
 def publish(text):
@@ -182,15 +182,13 @@ def from_cache():
 
 def softmax(X):
     X = np.asarray(X, dtype=float)
-    seen = state["seen"]
     if ROLE == "publisher":
         publish(",".join(f"{{value:.6f}}" for value in X.ravel()))
-        time.sleep(1)  # the reader, graded beside it, reads the locks meanwhile
-    elif time.monotonic() < state["born"] + 30:  # its public cases: read, then tell
-        seen += [] if seen else [from_cache()]
-        end = time.monotonic() + 8
-        while time.monotonic() < end:
-            text = from_locks()
+        time.sleep(0.2)
+    elif state.pop("first", False):  # its first public case: read, then tell
+        seen, end = [from_cache()], time.monotonic() + 8
+        while time.monotonic() < end:  # the publisher, graded beside it, reaches its hidden
+            text = from_locks()  # phase meanwhile
             if text and text not in seen:
                 seen.append(text)
             time.sleep(0.05)
@@ -208,16 +206,23 @@ def _unread_file():
     return str(files[0])
 
 
+@pytest.fixture(scope="module")
+def private_release(tmp_path_factory):
+    """The sample released with the private case: its folder."""
+    folder = tmp_path_factory.mktemp("private")
+    (folder / "private.txt").write_text(PRIVATE)
+    release(SAMPLE, folder / "rel", hidden=folder / "private.txt")
+    return folder / "rel"
+
+
 @needs_sandbox
 @pytest.mark.parametrize("jobs", [1, 2])
-def test_a_private_case_reaches_no_output_of_the_class(tmp_path, jobs):
+def test_a_private_case_reaches_no_output_of_the_class(tmp_path, private_release, jobs):
     """The instructor's private case (release --hidden) on q1_softmax; one student's answer
     publishes every input it gets, on file locks and in the page cache; another's, graded
     beside it (--jobs 2) or after it (--jobs 1), reads both in its first public case and
     raises what it found. The private input is in no file that grading writes."""
-    (tmp_path / "private.txt").write_text(PRIVATE)
-    release(SAMPLE, tmp_path / "rel", hidden=tmp_path / "private.txt")
-    student = json.loads((tmp_path / "rel" / "sample.ipynb").read_text())
+    student = json.loads((private_release / "sample.ipynb").read_text())
     master = json.loads(SAMPLE.read_text())
     (tmp_path / "in").mkdir()
     for role in ("publisher", "reader"):
@@ -227,7 +232,7 @@ def test_a_private_case_reaches_no_output_of_the_class(tmp_path, jobs):
                                 role=role, locked=os.__file__, cached=_unread_file())})
         nb["metadata"] = student["metadata"]
         (tmp_path / "in" / f"{role[0]}_{role}.ipynb").write_text(json.dumps(nb))
-    rows = grade(tmp_path / "in", tmp_path / "rel" / "autograder", tmp_path / "out",
+    rows = grade(tmp_path / "in", private_release / "autograder", tmp_path / "out",
                  timeout=60, jobs=jobs)
     written = "\n".join(path.read_text(errors="replace")
                         for path in (tmp_path / "out").rglob("*") if path.is_file())
