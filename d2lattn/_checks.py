@@ -19,14 +19,14 @@ def check_int(name, value, minimum=0, maximum=None):
 
 def check_positive(name, value):
     """``value`` as a positive finite float; bools are rejected."""
-    if not _is_real(value) or not 0 < value < float("inf"):
+    if not is_real(value) or not 0 < value < float("inf"):
         raise ValueError(f"{name} must be a positive finite number, got {value!r}")
     return float(value)
 
 
 def check_rate(name, value):
     """``value`` as a float in [0, 1), e.g. a dropout rate; bools are rejected."""
-    if not _is_real(value) or not 0 <= value < 1:
+    if not is_real(value) or not 0 <= value < 1:
         raise ValueError(f"{name} must be a number in [0, 1), got {value!r}")
     return float(value)
 
@@ -168,6 +168,20 @@ def check_bool(name, value):
     return value
 
 
+def check_layer_input(name, X, dense, layer):
+    """Raise unless ``X`` (..., width) fits the Gluon Dense ``dense``, called ``layer`` in the
+    message: the dtype of its weight and, once it has seen an input, its input width."""
+    weight = dense.weight
+    if onp.dtype(X.dtype) != onp.dtype(weight.dtype):
+        raise TypeError(f"{name} has dtype {onp.dtype(X.dtype).name} but {layer}'s weight "
+                        f"{onp.dtype(weight.dtype).name}: cast the inputs or the block "
+                        "(block.cast(dtype))")
+    width = weight.shape[1]  # -1 or 0 until the first call
+    if width > 0 and X.shape[-1] != width:
+        raise ValueError(f"{name} must have width {width}, the input width of {layer}, got "
+                         f"{name} of shape {X.shape}")
+
+
 def check_divisible(name, value, divisor_name, divisor):
     """Raise unless ``value`` (named ``name``) is a multiple of ``divisor``."""
     if value % divisor:
@@ -175,7 +189,7 @@ def check_divisible(name, value, divisor_name, divisor):
                          f"{divisor_name} = {divisor}")
 
 
-def _is_real(x):
+def is_real(x):
     """True for a real number that is not a bool (True is an int in Python)."""
     return isinstance(x, numbers.Real) and not isinstance(x, bool)
 

@@ -16,7 +16,7 @@ import numpy as onp
 from mxnet import gluon, nd, np, npx
 
 from ._checks import (check_bool, check_divisible, check_float_array, check_int,
-                      check_integers, check_rate)
+                      check_integers, check_layer_input, check_rate)
 from ._ops import (Dense, Dropout, checked, checked_call, is_symbol, masked_fill, operators,
                    sequence_mask, transpose)
 
@@ -33,7 +33,7 @@ def masked_softmax(X, valid_lens):
     summed in float32. Returns (batch, queries, keys), X's dtype.
     """
     _check_scores("X", X)
-    lens = lengths(valid_lens, X.shape)
+    lens = lengths(valid_lens, X.shape, X.ctx)
     if X.size == 0:  # nothing to weigh (MXNet's masks fail on empty arrays)
         return np.zeros_like(X)
     return _masked_softmax(nd, X, lens)
@@ -71,16 +71,17 @@ def _before_window(F, rows, hi, window):
     return F.np.where(early, F.np.full_like(rows, -onp.inf), rows)
 
 
-def lengths(valid_lens, shape):
+def lengths(valid_lens, shape, ctx=None):
     """``valid_lens`` checked against scores of ``shape`` (batch, queries, keys), as the
     float32 lengths (batch,) or (batch, queries) that the computations take (exact below
-    2^24); None gives ``keys`` for every sequence.
+    2^24), on ``ctx`` (None: where ``valid_lens`` are, or the current context); None gives
+    ``keys`` for every sequence.
 
     Checked at every call (one small copy to the host): lengths changed in place between
     two calls give the new mask or an error, never the old mask."""
     batch, queries, keys = shape
     if valid_lens is None:
-        return np.full((batch,), keys, dtype="float32")
+        return np.full((batch,), keys, dtype="float32", ctx=ctx)
     if not isinstance(valid_lens, np.ndarray):
         raise TypeError("valid_lens must be None or an mxnet.np.ndarray, got "
                         f"{type(valid_lens).__name__}")
@@ -89,7 +90,8 @@ def lengths(valid_lens, shape):
                          f"= ({batch}, {queries}) for scores of shape {shape}, got shape "
                          f"{valid_lens.shape}")
     check_integers("valid_lens", valid_lens, 0, keys, " (the number of keys)")
-    return valid_lens.astype("float32", copy=False)
+    lens = valid_lens.astype("float32", copy=False)
+    return lens if ctx is None else lens.as_in_ctx(ctx)
 
 
 def without_padding(F, keys, values, valid_lens):
@@ -162,6 +164,11 @@ class ScoredAttention(gluon.nn.HybridBlock):
 
     def hybrid_forward(self, F, queries, keys, values, valid_lens):
         keys, values = without_padding(F, keys, values, valid_lens)
+        return self.pool(F, queries, keys, values, valid_lens)
+
+    def pool(self, F, queries, keys, values, valid_lens):
+        """The pooling of :meth:`hybrid_forward` on keys and values whose padding is already
+        zeroed (float32 ``valid_lens``); keeps the weights unless in a graph."""
         out, weights = attention_pooling(F, self.score(queries, keys), values, valid_lens,
                                          self.dropout)
         self.attention_weights = None if is_symbol(weights) else weights
@@ -174,7 +181,7 @@ def check_attention_call(block, queries, keys, values, valid_lens):
     _check_inputs(queries, keys, values)
     _check_param_dtype(block, queries)
     shape = (queries.shape[0], queries.shape[1], keys.shape[1])
-    return lengths(valid_lens, shape).as_in_ctx(queries.ctx)
+    return lengths(valid_lens, shape, queries.ctx)
 
 
 def _check_3d(name, x):
@@ -306,7 +313,7 @@ class GeneralAttention(ScoredAttention):
         if queries.shape[-1] != self.query_size:
             raise ValueError(f"queries must have width query_size = {self.query_size}, got "
                              f"queries {queries.shape}")
-        _check_width("keys", keys, "W_a", self.W_a)
+        check_layer_input("keys", keys, self.W_a, "W_a")
 
     has_graph = True
 
@@ -503,21 +510,24 @@ class MultiHeadAttention(gluon.nn.HybridBlock):
 
     def attend(self, F, q, k, v, valid_lens):
         """Per-head queries ``q`` (batch * num_heads, queries, p) attend to per-head keys
-        and values ``k``, ``v`` (batch * num_heads, keys, p), as split by :func:`split_heads`;
-        the heads' outputs are merged and mixed by ``W_o``."""
-        out = self.attention(q, k, v, F.np.repeat(valid_lens, self.num_heads, axis=0))
+        and values ``k``, ``v`` (batch * num_heads, keys, p), as split by :func:`split_heads`,
+        whose padding is zeroed; the heads' outputs are merged and mixed by ``W_o``."""
+        out = self.attention.pool(F, q, k, v, F.np.repeat(valid_lens, self.num_heads, axis=0))
         return self.W_o(merge_heads(F, out, self.num_heads))
 
     def cached(self, F, queries, keys, values, valid_lens, cache_k, cache_v):
         """The call with a key/value cache: this call's keys and values are projected and
         appended to the cached ``cache_k``, ``cache_v`` (batch * num_heads, steps, p), and
         the queries attend to them all. Keys and values with 0 positions leave the cache as
-        it is. Returns (output, keys, values), the keys and values to cache."""
+        it is; the queries see zeros at the keys and values beyond every valid length (as
+        :func:`without_padding` makes them). Returns (output, keys, values), the keys and
+        values to cache, as projected."""
         q = split_heads(F, self.W_q(queries), self.num_heads)
         k = F.np.concatenate([cache_k, split_heads(F, self.W_k(keys), self.num_heads)], axis=1)
         v = F.np.concatenate([cache_v, split_heads(F, self.W_v(values), self.num_heads)],
                              axis=1)
-        return self.attend(F, q, k, v, valid_lens), k, v
+        seen = without_padding(F, k, v, F.np.repeat(valid_lens, self.num_heads, axis=0))
+        return self.attend(F, q, *seen, valid_lens), k, v
 
     def init_cache(self):
         """An empty :class:`KVCache` for this layer."""
@@ -544,13 +554,13 @@ class MultiHeadAttention(gluon.nn.HybridBlock):
         _check_param_dtype(self, queries)
         for name, x, layer in (("queries", queries, "W_q"), ("keys", keys, "W_k"),
                                ("values", values, "W_v")):
-            _check_width(name, x, layer, getattr(self, layer))
+            check_layer_input(name, x, getattr(self, layer), layer)
         if cached == 0 and keys.shape[1] == 0:
             raise ValueError("keys must have at least one position, or the cache some keys, "
                              f"got keys {keys.shape} and an empty cache")
         shape = (queries.shape[0], queries.shape[1], (cached or 0) + keys.shape[1])
         self.attention.attention_weights = None  # a cached graph does not set them
-        return lengths(valid_lens, shape).as_in_ctx(queries.ctx)
+        return lengths(valid_lens, shape, queries.ctx)
 
     @property
     def attention_weights(self):
@@ -559,14 +569,6 @@ class MultiHeadAttention(gluon.nn.HybridBlock):
             return None
         rows, n_q, n_k = weights.shape  # (batch * num_heads, queries, keys)
         return weights.reshape(rows // self.num_heads, self.num_heads, n_q, n_k)
-
-
-def _check_width(name, x, layer, dense):
-    """Raise if ``dense`` (called ``layer``) knows its input width and ``x`` has another."""
-    width = dense.weight.shape[1]  # -1 or 0 until the first call
-    if width > 0 and x.shape[-1] != width:
-        raise ValueError(f"{name} must have width {width}, the input width of {layer}, got "
-                         f"{name} of shape {x.shape}")
 
 
 def tiled_attention(queries, keys, values, valid_lens=None, causal=False, block_size=64):
@@ -589,7 +591,7 @@ def tiled_attention(queries, keys, values, valid_lens=None, causal=False, block_
     causal = check_bool("causal", causal)
     block_size = check_int("block_size", block_size, minimum=1)
     shape = (queries.shape[0], queries.shape[1], keys.shape[1])
-    lens = lengths(valid_lens, shape).as_in_ctx(queries.ctx)
+    lens = lengths(valid_lens, shape, queries.ctx)
     if queries.dtype == onp.float16:  # running sums in float32
         return tiled_attention(*(x.astype("float32") for x in (queries, keys, values)),
                                valid_lens, causal, block_size).astype("float16")

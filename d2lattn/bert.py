@@ -62,9 +62,9 @@ class BERTEncoder(nn.HybridBlock):
         if checked(tokens):  # called by a block that checked its inputs
             return super().forward(tokens, segments, valid_lens)
         _check_bert_inputs(self, tokens, segments, valid_lens)
-        valid_lens = lengths(valid_lens, tokens.shape + tokens.shape[1:])  # as the graph takes
+        valid_lens = lengths(valid_lens, tokens.shape + tokens.shape[1:], tokens.ctx)
         with checked_call():
-            return super().forward(tokens, segments, valid_lens.as_in_ctx(tokens.ctx))
+            return super().forward(tokens, segments, valid_lens)
 
     def hybrid_forward(self, F, tokens, segments, valid_lens):
         positions = F.npx.arange_like(tokens, axis=1)

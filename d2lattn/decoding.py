@@ -8,7 +8,7 @@ the attention weights of every emitted token, (target tokens, source steps).
 import numpy as onp
 from mxnet import np, npx
 
-from ._checks import _is_real, check_context, check_int, check_special_tokens
+from ._checks import check_context, check_int, check_special_tokens, is_real
 from .data.nmt import build_array_nmt
 
 
@@ -159,7 +159,7 @@ def predict_seq2seq(net, src_sentence, src_vocab, tgt_vocab, num_steps, device, 
 # Argument checks that only this module uses (those of several modules are in _checks.py)
 def _check_real(name, value, minimum=None):
     """``value`` as a finite float (>= ``minimum`` if given); bools and NaN are rejected."""
-    if not _is_real(value) or not onp.isfinite(float(value)) \
+    if not is_real(value) or not onp.isfinite(float(value)) \
             or (minimum is not None and value < minimum):
         bound = "" if minimum is None else f" >= {minimum}"
         raise ValueError(f"{name} must be a finite number{bound}, got {value!r}")

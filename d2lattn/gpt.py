@@ -16,9 +16,10 @@ import numpy as onp
 from mxnet import autograd, gluon, np
 from mxnet.gluon import nn
 
-from ._checks import (_is_real, check_array, check_bool, check_context, check_divisible,
-                      check_hidden_states, check_id_list, check_int, check_ndarray,
-                      check_positive, check_rate, check_token_ids, check_tokens)
+from ._checks import (check_array, check_bool, check_context, check_divisible,
+                      check_hidden_states, check_id_list, check_int, check_layer_input,
+                      check_ndarray, check_positive, check_rate, check_token_ids, check_tokens,
+                      is_real)
 from ._ops import (Dense, Dropout, checked, checked_call, is_symbol, operators,
                    unused_parameters_allowed)
 from .attention import (KVCache, attention_pooling, check_cache, merge_heads, split_heads)
@@ -108,14 +109,7 @@ class CausalSelfAttention(nn.HybridBlock):
         return KVCache(self.num_kv_heads, self.head_width, self.window)
 
     def forward(self, X, cache=None):
-        if is_symbol(X):
-            raise NotImplementedError("a parent's graph runs CausalSelfAttention.cached")
-        inputs = self.graph_inputs(X, cache)
-        with unused_parameters_allowed(), checked_call():
-            out, k, v = super().forward(*inputs)
-        if cache is not None:
-            cache.append(k, v, X.shape[1])
-        return out
+        return call_with_cache(self, self, X, cache)
 
     def check_input(self, X):
         """Raise unless ``X`` is (batch, steps, num_hiddens) floats of the layer's dtype."""
@@ -123,10 +117,7 @@ class CausalSelfAttention(nn.HybridBlock):
         if X.shape[-1] != self.num_hiddens:
             raise ValueError(f"X must have num_hiddens = {self.num_hiddens} features, got "
                              f"shape {X.shape}")
-        if onp.dtype(X.dtype) != onp.dtype(self.W_q.weight.dtype):
-            raise TypeError(f"X has dtype {onp.dtype(X.dtype).name} but the layer's "
-                            f"parameters {onp.dtype(self.W_q.weight.dtype).name}: cast one "
-                            "of them")
+        check_layer_input("X", X, self.W_q, "W_q")
 
     def graph_inputs(self, X, cache):
         """Check a call's X (batch, steps, num_hiddens) and cache; return the arrays
@@ -168,15 +159,23 @@ class GPTBlock(nn.HybridBlock):
         return (Y if self.ffn is None else self.addnorm2.wrap(Y, self.ffn)), k, v
 
     def forward(self, X, cache=None):
-        if is_symbol(X):
-            raise NotImplementedError("GPTBlock is a cached graph of its own: hybridize it, "
-                                      "not a parent")
-        inputs = self.attention.graph_inputs(X, cache)
-        with unused_parameters_allowed(), checked_call():
-            out, k, v = super().forward(*inputs)
-        if cache is not None:
-            cache.append(k, v, X.shape[1])
-        return out
+        return call_with_cache(self, self.attention, X, cache)
+
+
+def call_with_cache(block, attention, X, cache):
+    """The call ``block(X, cache)`` of a :class:`CausalSelfAttention` or a :class:`GPTBlock`
+    (whose ``attention`` checks X and the cache): its ``hybrid_forward`` on X, the cached keys
+    and values and the offset, imperative or as the block's cached graph; the cache, if
+    any, extended in place. Returns the output."""
+    if is_symbol(X):
+        raise NotImplementedError(f"{type(block).__name__} is a cached graph of its own: "
+                                  "hybridize it, not a parent")
+    inputs = attention.graph_inputs(X, cache)
+    with unused_parameters_allowed(), checked_call():
+        out, k, v = nn.HybridBlock.forward(block, *inputs)
+    if cache is not None:
+        cache.append(k, v, X.shape[1])
+    return out
 
 
 # GPT's ``positions``: what is added to the embeddings (rotary positions add nothing there)
@@ -437,11 +436,11 @@ def _check_sampling(logits, temperature, top_k, top_p):
     if logits.ndim != 1 or logits.size == 0 or not onp.isfinite(logits).all():
         raise ValueError(f"logits must be a non-empty 1-D array of finite numbers, got "
                          f"shape {logits.shape}")
-    if not _is_real(temperature) or not 0 <= temperature < float("inf"):
+    if not is_real(temperature) or not 0 <= temperature < float("inf"):
         raise ValueError(f"temperature must be a finite number >= 0, got {temperature!r}")
     if top_k is not None:
         check_int("top_k", top_k, minimum=1)
-    if top_p is not None and (not _is_real(top_p) or not 0 < top_p <= 1):
+    if top_p is not None and (not is_real(top_p) or not 0 < top_p <= 1):
         raise ValueError(f"top_p must be None or a number in (0, 1], got {top_p!r}")
     return logits
 

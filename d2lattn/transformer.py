@@ -19,8 +19,8 @@ import numpy as onp
 from mxnet import nd, np
 from mxnet.gluon import nn
 
-from ._checks import (check_bool, check_int, check_ndarray, check_positive, check_rate,
-                      check_token_ids, check_tokens)
+from ._checks import (check_bool, check_int, check_layer_input, check_ndarray, check_positive,
+                      check_rate, check_token_ids, check_tokens)
 from ._ops import (Dense, Dropout, LayerNorm, checked, checked_call, is_symbol, on_rows,
                    unused_parameters_allowed)
 from .attention import MultiHeadAttention, lengths, without_padding
@@ -57,24 +57,12 @@ class PositionWiseFFN(nn.HybridBlock):
         _check_width("X", check_ndarray("X", X))
         if X.ndim < 2:
             raise ValueError(f"X must be (..., steps, d), at least 2-D, got shape {X.shape}")
-        _check_layer_input("X", X, self.dense1.weight, "the input width of dense1")
+        check_layer_input("X", X, self.dense1, "dense1")
         with checked_call():
             return on_rows(super().forward, X)  # an empty X: gradients of 0, also in a graph
 
     def hybrid_forward(self, F, X):
         return self.dense2(_ACTIVATIONS[self.activation](F, self.dense1(X)))
-
-
-def _check_layer_input(name, X, weight, what):
-    """Raise unless ``X`` (..., width) fits a layer whose ``weight`` (units, width) is known:
-    its dtype and, once the layer has seen an input, its width (``what`` names it)."""
-    if onp.dtype(X.dtype) != onp.dtype(weight.dtype):
-        raise TypeError(f"{name} has dtype {onp.dtype(X.dtype).name} but the layer's "
-                        f"parameters {onp.dtype(weight.dtype).name}: cast one of them")
-    width = weight.shape[1]  # 0 until the first call
-    if width > 0 and X.shape[-1] != width:
-        raise ValueError(f"{name} must have width {width}, {what}, got {name} of shape "
-                         f"{X.shape}")
 
 
 class AddNorm(nn.HybridBlock):
@@ -338,8 +326,8 @@ class TransformerDecoder(AttentionDecoder):
         if enc_valid_lens is not None and enc_valid_lens.shape != enc_outputs.shape[:1]:
             raise ValueError(f"enc_valid_lens must have shape ({enc_outputs.shape[0]},), got "
                              f"{enc_valid_lens.shape}")
-        enc_lens = lengths(enc_valid_lens, enc_outputs.shape[:2] + enc_outputs.shape[1:2])
-        enc_lens = enc_lens.as_in_ctx(enc_outputs.ctx)
+        enc_lens = lengths(enc_valid_lens, enc_outputs.shape[:2] + enc_outputs.shape[1:2],
+                           enc_outputs.ctx)
         enc_outputs, _ = without_padding(nd, enc_outputs, enc_outputs, enc_lens)
         first = enc_outputs[:, :1]  # what later calls project: see TransformerDecoderBlock
         caches = [DecoderCache(blk.attention1.init_cache(), blk.attention2.init_cache(), first)
@@ -384,8 +372,8 @@ def _causal_lens(X, cached):
     """Causal float32 valid lengths (batch, steps) for X (batch, steps, d) after ``cached``
     cached keys: the query of step j sees cached + j + 1 keys."""
     batch, steps = X.shape[:2]
-    lens = np.arange(cached + 1, cached + steps + 1, dtype="float32", ctx=X.ctx)
-    return np.broadcast_to(lens.reshape(1, steps), (batch, steps))
+    lens = onp.arange(cached + 1, cached + steps + 1, dtype="float32")
+    return np.array(onp.broadcast_to(lens, (batch, steps)), ctx=X.ctx)  # one copy to X.ctx
 
 
 # Argument checks that only this module uses (those of several modules are in _checks.py)

@@ -58,10 +58,9 @@ def sample_release(tmp_path_factory):
     runs it and its student version in the sandbox: the folder with the student notebook
     sample.ipynb and the bundle in autograder/. Tests only read it."""
     from d2lattn.grading import release
-    from grading_support import HAS_BWRAP, IN_CI, SAMPLE
+    from grading_support import SAMPLE, require_sandbox
 
-    if not HAS_BWRAP and not IN_CI:  # in CI a missing bubblewrap fails the tests
-        pytest.skip("grading needs bubblewrap (bwrap)")
+    require_sandbox()
     out = tmp_path_factory.mktemp("sample_release")
     release(SAMPLE, out)
     return out

@@ -9,7 +9,7 @@ from mxnet import autograd, gluon, np, npx
 from reference import (np_additive_scores, np_dot_scores, np_masked_softmax,
                        np_softmax_grad, value)
 from d2lattn.attention import (AdditiveAttention, ConcatAttention, DotProductAttention,
-                               GeneralAttention, ScoredAttention, masked_softmax)
+                               GeneralAttention, ScoredAttention, lengths, masked_softmax)
 from d2lattn.pooling import nadaraya_watson
 
 B, Q, K, DQ, DK, V = 2, 3, 5, 4, 6, 3  # batch, queries, keys, query/key/value widths
@@ -160,6 +160,16 @@ def test_masked_softmax_on_cpu1_with_lengths_from_any_context(cpu1):
         got = masked_softmax(as_np(X, cpu1), lens)
         assert got.ctx == cpu1
         onp.testing.assert_allclose(got.asnumpy(), np_masked_softmax(X, [2, 5]), rtol=1e-5)
+
+
+def test_lengths_are_float32_on_the_context_asked_for(cpu1):
+    for given, expected in ((None, [K, K]), (as_np([2, 5]), [2, 5]),
+                            (as_np([[1, 2, 3], [0, 5, 5]], cpu1), [[1, 2, 3], [0, 5, 5]])):
+        for ctx in (None, cpu1):
+            got = lengths(given, (B, Q, K), ctx)
+            where = ctx or (mx.current_context() if given is None else given.ctx)
+            assert got.dtype == onp.float32 and got.ctx == where
+            onp.testing.assert_array_equal(got.asnumpy(), expected)
 
 
 @pytest.mark.parametrize("shape", [(3, 4), (2, 3, 4, 5)])

@@ -20,6 +20,8 @@ import d2lattn
 from d2lattn.grading import grade, limits
 from d2lattn.grading.__main__ import main
 from d2lattn.grading.batch.grade_folder import load_bundle
+from d2lattn.grading.batch.gradebook import Exports
+from d2lattn.grading.batch.options import GradeOptions
 from d2lattn.grading.batch.gradebook import safe_field as _safe_field
 from d2lattn.grading.batch.submissions import safe_id as _student_id
 from d2lattn.grading.master.notebook import cell_source
@@ -570,12 +572,12 @@ def test_batch_time_per_submission(batch):
 @needs_sandbox
 def test_a_grader_failure_on_one_submission_does_not_stop_the_batch(tmp_path, monkeypatch,
                                                                     bundle):
-    from d2lattn.grading.batch import grade_folder as batch
+    from d2lattn.grading import one_notebook
 
     def fail(*args, **kwargs):
         raise RuntimeError("sandbox failed to start")
 
-    monkeypatch.setattr(batch, "run_submission", fail)
+    monkeypatch.setattr(one_notebook, "run_submission", fail)
     folder = tmp_path / "subs"
     folder.mkdir()
     (folder / "a.ipynb").write_text(SAMPLE.read_text())
@@ -584,6 +586,12 @@ def test_a_grader_failure_on_one_submission_does_not_stop_the_batch(tmp_path, mo
     assert [(r.student, r.reason) for r in rows] == \
         [("a", "grader error: RuntimeError")] * 3 + [("b", rows[3].reason)] * 3
     assert rows[3].reason.startswith("not valid JSON")
+    # neither is the student's 0: both flagged, both exported blank
+    with open(tmp_path / "out" / "gradebook.csv", newline="") as file:
+        assert [(r["student"], r["total"], r["status"]) for r in csv.DictReader(file)] == [
+            ("a", "0", "no # STUDENT cell; not run"), ("b", "0", "unreadable")]
+    with open(tmp_path / "out" / "canvas.csv", newline="") as file:
+        assert [r["sample"] for r in csv.DictReader(file)] == ["6", "", ""]
 
 
 def test_grade_rejects_bad_arguments(tmp_path):
@@ -596,6 +604,12 @@ def test_grade_rejects_bad_arguments(tmp_path):
         grade(tmp_path, bundle, tmp_path / "out", max_output=0.5)
     with pytest.raises(TypeError, match="log must be callable or None, got 'x'"):
         grade(tmp_path, bundle, tmp_path / "out", log="x")
+    with pytest.raises(ValueError, match=r"shard must be \(i, n\) with 1 <= i <= n, got \(3, 2\)"):
+        grade(tmp_path, bundle, tmp_path / "out", GradeOptions(timeout=5), shard=(3, 2))
+    with pytest.raises(TypeError, match=r"options must be a GradeOptions, got \{'timeout': 5\}"):
+        grade(tmp_path, bundle, tmp_path / "out", {"timeout": 5})
+    with pytest.raises(TypeError, match=r"unexpected keyword argument 'time_out'"):
+        grade(tmp_path, bundle, tmp_path / "out", time_out=5)
     with pytest.raises(ValueError, match="bundle must be the autograder folder written by "):
         grade(tmp_path, tmp_path / "missing", tmp_path / "out")
     with pytest.raises(ValueError, match="submissions must be a folder, got"):
@@ -606,6 +620,27 @@ def test_grade_rejects_bad_arguments(tmp_path):
     with pytest.raises(ValueError, match=r"assignment must be one of the bundle's \['other', "
                                          r"'sample'\], got None: the notebooks name none"):
         grade(tmp_path, bundle, tmp_path / "out")
+
+
+def test_grade_options_hold_each_default_once_and_the_command_line_passes_them_by_name(
+        tmp_path, monkeypatch):
+    defaults = GradeOptions()
+    assert (defaults.timeout, defaults.case_timeout, defaults.max_output, defaults.max_bytes,
+            defaults.max_code) == (limits.NOTEBOOK_SECONDS, limits.CASE_SECONDS,
+                                   limits.MAX_OUTPUT, limits.MAX_BYTES, limits.MAX_CODE)
+    assert defaults.limits == {"timeout": 300.0, "case_timeout": 10.0, "max_output": 1_000_000}
+    assert GradeOptions(identities=None).identities == {}
+    with pytest.raises(TypeError, match=r"exports must be an Exports, got 'Ch1 \(1\)'"):
+        GradeOptions(exports="Ch1 (1)")
+    given = []
+    monkeypatch.setattr("d2lattn.grading.__main__.grade",
+                        lambda folder, bundle, out, options: given.append(options) or [])
+    main(["grade", str(tmp_path), "--out", str(tmp_path / "out"), "--timeout", "20",
+          "--canvas-assignment", "Ch 1 (12)", "--identity", "a.ipynb=S1", "--shard", "1/2"])
+    options, = given
+    assert options == GradeOptions(
+        timeout=20, exports=Exports("Ch 1 (12)"), identities={"a.ipynb": "S1"}, shard=(1, 2),
+        log=print, progress=True)  # every other field its default
 
 
 @needs_sandbox
@@ -621,12 +656,19 @@ def test_command_line_grades_and_unsafe_mode_gives_the_same_verdict(tmp_path, ca
         ("broken", "0"), ("master", "6")]
     assert out.endswith("broken: new, 0 of 6\nmaster: new, 6 of 6\n"
                         "0 unchanged, 0 kept from earlier runs\n"
-                        f"wrote 6 rows to {tmp_path / 'grades'}/grades.csv\n")
+                        f"graded 2 submissions (6 rows); {tmp_path / 'grades'}/grades.csv holds "
+                        "6 rows of 2 students\n")
+    (folder / "broken.ipynb").unlink()  # a re-grade of one: the file holds every row
+    main(["grade", str(folder), "--bundle", str(bundle), "--out", str(tmp_path / "grades"),
+          "--timeout", "20"])
+    assert capsys.readouterr().out.endswith(
+        f"graded 1 submission (3 rows); {tmp_path / 'grades'}/grades.csv holds 6 rows of 2 "
+        "students\n")
     main(["grade", str(folder), "--bundle", str(bundle), "--out", f"{tmp_path / 'unsafe'}/",
           "--timeout", "20", "--unsafe"])
     captured = capsys.readouterr()
     assert "master: 6 of 6 points" in captured.out and "WITHOUT a sandbox" in captured.err
-    assert f"rows to {tmp_path / 'unsafe'}/grades.csv" in captured.out  # not 'unsafe//grades'
+    assert f"; {tmp_path / 'unsafe'}/grades.csv holds" in captured.out  # not 'unsafe//grades'
 
 
 

@@ -1,9 +1,11 @@
 """The book: every chapter is in the table of contents, stored executed, installs itself on
 Colab from the repository named in _config.yml, and the book builds with no Sphinx warning."""
 import ast
+import io
 import math
 import re
 import sys
+import tokenize
 from pathlib import Path
 
 import nbformat
@@ -148,7 +150,8 @@ def output_numbers(nb):
 
 
 NUMBER = re.compile(r"(?<![\w.])[-+]?\d+\.\d+(?:e[-+]?\d+)?(?![\w.])")
-# Decimal numbers the prose takes from papers or settings, not from the chapter's outputs.
+# Decimal numbers a chapter or page takes from papers, settings or versions, not from its
+# outputs (in a chapter's prose or, written as literals, in its code).
 QUOTED = {
     # Vaswani et al. 2017: BLEU of the base and big models, 3.5 days of training, Adam's beta2;
     # an exercise's label-smoothing rate.
@@ -156,7 +159,10 @@ QUOTED = {
     # the Python version the corpus was extracted from; d2l's section numbers; the 3.3 billion
     # words BERT was pretrained on (Devlin et al. 2019)
     "07_bert.ipynb": {"3.11", "15.8", "15.10", "3.3"},
+    # the Python version of the set-up command; the oldest numpy d2lattn supports
+    "index.md": {"3.11", "1.23"},
 }
+PAGES = sorted((ROOT / "book").glob("*.md"))
 
 
 def decimals(number):
@@ -176,9 +182,36 @@ def matches(quoted, printed):
         and abs(round(shown, digits) - value) < 0.5 * 10**-digits
 
 
+def pasted_literals(nb, quoted=()):
+    """The results a chapter's code pastes rather than computes: decimal literals of three or
+    more decimals and two or more significant digits (0.924, not a setting such as 0.005 or
+    0.1), unless ``quoted``. Lines of IPython magics (the install cell's versions) are not
+    Python."""
+    found = []
+    for cell in nb.cells:
+        if cell.cell_type != "code":
+            continue
+        lines, magic = [], False
+        for line in cell.source.splitlines():
+            magic = line.lstrip().startswith(("%", "!")) or (magic and lines[-1:] == ["\\"])
+            lines.append("\\" if magic and line.rstrip().endswith("\\") else
+                         "" if magic else line)
+        for token in tokenize.generate_tokens(io.StringIO("\n".join(lines) + "\n").readline):
+            number = token.string.lower().replace("_", "")
+            if token.type != tokenize.NUMBER or not re.fullmatch(r"\d*\.\d+", number):
+                continue
+            if decimals(number) >= 3 and len(number.replace(".", "").lstrip("0")) >= 2 \
+                    and number not in quoted:
+                found.append(token.string)
+    return found
+
+
 def unprinted_numbers(nb, quoted=()):
-    """The decimal numbers of the prose that the outputs do not print (nor ``quoted``)."""
-    printed = output_numbers(nb)
+    """The decimal numbers of the prose that the outputs do not print (nor ``quoted``); an
+    output that only echoes a result pasted into the code (:func:`pasted_literals`) vouches
+    for nothing."""
+    pasted = [float(number) for number in pasted_literals(nb, quoted)]
+    printed = {p for p in output_numbers(nb) if float(p) not in pasted}
     return [number for number in NUMBER.findall(prose(nb).replace(",", ""))
             if number not in quoted and not any(matches(number, p) for p in printed)]
 
@@ -190,12 +223,29 @@ def nearest_printed(number, nb):
 
 @pytest.mark.parametrize("path", CHAPTERS, ids=lambda p: p.name)
 def test_decimal_numbers_in_the_prose_come_from_the_outputs(path):
-    """A decimal number in the text (0.944, 3.8e-6, 15.0%) is one the chapter printed,
-    rounded as the text rounds it, or one it quotes from a paper (QUOTED)."""
+    """A decimal number in the text (0.944, 3.8e-6, 15.0%) is one the chapter computed and
+    printed, rounded as the text rounds it, or one it quotes from a paper (QUOTED); a number
+    of another chapter is computed again from that chapter's stored runs, not pasted."""
     nb = nbformat.read(path, as_version=4)
     missing = unprinted_numbers(nb, QUOTED.get(path.name, set()))
-    assert not missing, "numbers in the prose that no output shows (the nearest printed): " \
+    assert not missing, "numbers in the prose that no output computes (the nearest printed): " \
         + ", ".join(f"{n} ({nearest_printed(n, nb)})" for n in missing)
+
+
+@pytest.mark.parametrize("path", CHAPTERS, ids=lambda p: p.name)
+def test_no_result_is_pasted_into_the_code(path):
+    """Chapter 6 once printed Chapter 3's BLEU from a literal, 0.924, long after Chapter 3's
+    stored model had come to score 0.934: a result comes from a computation."""
+    pasted = pasted_literals(nbformat.read(path, as_version=4), QUOTED.get(path.name, set()))
+    assert not pasted, f"results written into the code instead of computed: {pasted}"
+
+
+@pytest.mark.parametrize("path", PAGES, ids=lambda p: p.name)
+def test_pages_quote_only_cited_numbers(path):
+    """A page without outputs (the index, the glossary, ...) has no decimal number of its
+    own beyond the cited ones (QUOTED): a measurement there would go stale unseen."""
+    page = nbformat.v4.new_notebook(cells=[nbformat.v4.new_markdown_cell(path.read_text())])
+    assert unprinted_numbers(page, QUOTED.get(path.name, set())) == []
 
 
 def test_a_stale_number_in_the_prose_is_found():
@@ -219,6 +269,69 @@ def test_a_stale_number_in_the_prose_is_found():
     rounded = "accuracy 0.67, loss 4.9, 3.8e-06\n"
     assert unprinted_numbers(notebook("0.670 and 4.93; 0.67, 4.9 and 3.8e-6", rounded)) == [
         "0.670", "4.93"]
+
+
+
+def test_a_pasted_result_is_found():
+    """A number that a cell only echoes from a literal of its code is not vouched for, in the
+    prose or in the code; settings, versions in magics and quoted numbers are no results."""
+    def notebook(code, printed):
+        return nbformat.v4.new_notebook(cells=[
+            nbformat.v4.new_code_cell("%pip install mxnet==1.9.1 \\\n    numpy==1.23.5"),
+            nbformat.v4.new_code_cell(code, outputs=[
+                nbformat.v4.new_output("stream", name="stdout", text=printed)]),
+            nbformat.v4.new_markdown_cell("Chapter 3 scores 0.924 with dropout 0.1.")])
+    pasted = notebook("other = {'bleu': 0.924}  # Chapter 3\nprint(other['bleu'], 0.1)",
+                      "0.924 0.1\n")
+    assert pasted_literals(pasted) == ["0.924"]
+    assert unprinted_numbers(pasted) == ["0.924"]
+    assert unprinted_numbers(pasted, {"0.924"}) == []  # a cited value may be written down
+    computed = notebook("print(round(corpus_bleu(preds, refs), 3), 0.1, 1e-3, 0.005)",
+                        "0.924 0.1 0.001 0.005\n")
+    assert pasted_literals(computed) == [] and unprinted_numbers(computed) == []
+
+
+def chapter_functions(path, *names):
+    """The functions ``names`` that a chapter's code cells define, executed on their own
+    (their module-level names: numpy as ``onp``)."""
+    import numpy
+    nb = nbformat.read(path, as_version=4)
+    cells = [cell.source for cell in nb.cells if cell.cell_type == "code"
+             and any(f"def {name}(" in cell.source for name in names)]  # no magics there
+    defs = [node for source in cells for node in ast.parse(source).body
+            if isinstance(node, ast.FunctionDef) and node.name in names]
+    namespace = {"onp": numpy}
+    exec(compile(ast.Module(body=defs, type_ignores=[]), str(path), "exec"), namespace)
+    return [namespace[name] for name in names]
+
+
+def test_chapter_8_interval_resamples_whole_groups():
+    """Chapter 8's ``interval`` against a loop over replicates that gathers the examples of
+    the drawn groups (the twins of a sentence) one group at a time; without groups it
+    draws the examples themselves, from the same stream."""
+    import numpy
+    interval, = chapter_functions(ROOT / "book" / "08_bert_finetuning.ipynb", "interval")
+    rng = numpy.random.RandomState(5)
+    n, num_groups, num_draws = 30, 12, 300
+    groups = numpy.sort(numpy.r_[numpy.arange(num_groups), rng.randint(0, num_groups,
+                                                                          n - num_groups)])
+    a, b = (rng.rand(3, n) < 0.7).astype(float), (rng.rand(2, n) < 0.6).astype(float)
+    for g, count in ((groups, num_groups), (numpy.arange(n), n)):
+        stream = numpy.random.RandomState(9)
+        drawn = stream.randint(0, count, (num_draws, count))
+        run_a, run_b = stream.randint(0, 3, num_draws), stream.randint(0, 2, num_draws)
+        replicates = []
+        for k in range(num_draws):
+            rows = numpy.concatenate([numpy.flatnonzero(g == j) for j in drawn[k]])
+            replicates.append(a[run_a[k], rows].mean() - b[run_b[k], rows].mean())
+        want = (a.mean() - b.mean(), *numpy.percentile(replicates, [2.5, 97.5]))
+        got = interval(a, b, g if count < n else None, num_draws=num_draws, seed=9)
+        numpy.testing.assert_allclose(got, want, rtol=0, atol=1e-12)
+    # twins that always agree: resampled together, the interval is wider than apart
+    twins = numpy.repeat(rng.rand(40) < 0.8, 2).astype(float)
+    _, low, high = interval(twins, groups=numpy.arange(80) // 2)
+    _, low_apart, high_apart = interval(twins)
+    assert high - low > 1.2 * (high_apart - low_apart)
 
 
 # Calls that draw a colour map. In a chapter, heatmaps go through d2lattn.show_heatmaps, whose

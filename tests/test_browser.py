@@ -3,10 +3,14 @@ opens every page from a local server and finds no console error, no request leav
 every formula typeset by the MathJax shipped in the build, every image loaded, the Colab button of
 each chapter opening that chapter's notebook, and a search for "attention" listing the chapters;
 in the light and the dark colour mode, no code block scrolling sideways and every caption as
-readable as the prose. A full-page screenshot of each page is kept in _build/screenshots/
+readable as the prose; on every page that holds an attention explorer (d2lattn.explorer), in
+both modes, a block, a head and a token chosen through the page light the weights the notebook
+stored. A full-page screenshot of each page is kept in _build/screenshots/
 (git-ignored), of its dark mode in _build/screenshots/dark/."""
 import functools
 import http.server
+import json
+import re
 import shutil
 import threading
 from contextlib import contextmanager
@@ -111,6 +115,20 @@ THEME_FACTS = """async () => {
     prose: prose.length ? Math.min(...prose.map(contrast)) : null,
   };
 }"""
+# Run in a page on its explorer number n: whether its script built the view, the view's
+# choice (the selects) and the lines lit by the focused token, (key, weight as shown).
+EXPLORER_VIEW = """n => {
+  const root = document.querySelectorAll('.d2lattn-explorer')[n];
+  const value = name => +root.querySelector('select.d2lx-' + name).value;
+  return {mounted: root.dataset.mounted === '1',
+          choice: [value('attention'), value('block'), value('head'),
+                   +document.activeElement.dataset.i],
+          lines: Array.from(root.querySelectorAll('.d2lx-line.on'),
+                            l => [+l.dataset.k, l.dataset.weight]),
+          readout: root.querySelector('.d2lx-readout').textContent};
+}"""
+EXPLORER_DATA = re.compile(r'<script type="application/json" class="d2lattn-explorer-data">'
+                           r'(.*?)</script>', re.S)
 SEARCH_DONE = "() => document.querySelector('#search-results h2')?.textContent === 'Search Results'"
 SEARCH_HITS = "els => els.map(a => a.getAttribute('href'))"
 
@@ -193,6 +211,7 @@ def visit_page(context, base, name, screenshots):
                                                     image["shown"])
                              for image in visit["images"] if image["src"].endswith(".svg")}
         visit["screenshot"] = screenshot(page, screenshots, name)
+        visit["explorers"] = {"light": explore(page)}
         if visit["launch"]:  # the reader clicks the rocket and sees the Colab entry
             page.click(".dropdown-launch-buttons button")
             visit["launch_visible"] = page.is_visible(".dropdown-launch-buttons a")
@@ -205,7 +224,37 @@ def visit_in_dark_mode(context, base, name, screenshots):
     with open_page(context, base + name, visit) as page:
         facts = page.evaluate(THEME_FACTS)
         facts["screenshot"] = screenshot(page, screenshots, f"dark/{name}")
+        facts["explorers"] = explore(page)
     return {**facts, "errors": visit["errors"], "external": visit["external"]}
+
+
+def explore(page):
+    """Use every attention explorer of the page as a reader would: choose its last kind of
+    attention, last block and last head with the controls, Tab to the first query token and
+    press End to reach the last. Returns what each explorer shows then (EXPLORER_VIEW)."""
+    seen = []
+    for n in range(page.locator(".d2lattn-explorer").count()):
+        root = page.locator(".d2lattn-explorer").nth(n)
+        data = json.loads(root.locator("script.d2lattn-explorer-data").text_content())
+        kind = len(data["kinds"]) - 1
+        block = len(data["kinds"][kind]["blocks"]) - 1
+        head = len(data["kinds"][kind]["blocks"][block]) - 1
+        for name, index in (("attention", kind), ("block", block)):
+            if index:  # a select with one option is disabled
+                root.locator(f"select.d2lx-{name}").select_option(index=index)
+        root.locator(".d2lx-thumb").nth(head).click()
+        root.locator('.d2lx-tok[data-side="q"][tabindex="0"]').focus()
+        page.keyboard.press("End")
+        seen.append(page.evaluate(EXPLORER_VIEW, n))
+    return seen
+
+
+def stored_explorers(path):
+    """The data of the attention explorers a chapter's stored outputs hold, in order."""
+    notebook = json.loads(path.read_text(encoding="utf-8"))
+    return [json.loads(blob) for cell in notebook["cells"] for output in cell.get("outputs", [])
+            for blob in EXPLORER_DATA.findall("".join(output.get("data", {}).get("text/html",
+                                                                                 "")))]
 
 
 def svg_text(context, url, shown):
@@ -248,6 +297,7 @@ def visits(book_build):
             dark.route(lambda url: not is_local(url), lambda route: route.abort())
             for name in pages:
                 facts = visit_in_dark_mode(dark, base, name, screenshots)
+                seen[name]["explorers"]["dark"] = facts.pop("explorers")
                 seen[name]["themes"]["dark"] = facts
                 seen[name]["errors"] += facts.pop("errors")
                 seen[name]["external"] += facts.pop("external")
@@ -410,3 +460,26 @@ def test_search_for_attention_lists_every_chapter(visits):
     found = {urlsplit(href).path for href in visits[SEARCH]["hits"]}
     missing = {chapter_page(path) for path in CHAPTERS} - found
     assert not missing, f"search for 'attention' found {sorted(found)}"
+
+
+def test_explorers_show_the_stored_weights(visits):
+    """Every page with an attention explorer in its notebook's outputs shows them, each built
+    by its script; in both colour modes, the kind, block, head and token chosen through the
+    page light one line per key, with the weights the notebook stored."""
+    stored = {chapter_page(path): stored_explorers(path) for path in CHAPTERS}
+    assert any(stored.values()), "no chapter holds an attention explorer"
+    for name, explorers in stored.items():
+        for mode in THEMES:
+            seen = visits[name]["explorers"][mode]
+            assert len(seen) == len(explorers), (name, mode)
+            for view, data in zip(seen, explorers):
+                kind, block, head, query = view["choice"]
+                entry = data["kinds"][kind]
+                assert view["mounted"] and view["choice"] == [
+                    len(data["kinds"]) - 1, len(entry["blocks"]) - 1,
+                    len(entry["blocks"][-1]) - 1, len(entry["queries"]) - 1], (name, mode)
+                weights = entry["blocks"][block][head][query]
+                assert view["lines"] == [[k, f"{w / data['scale']:.3f}"]
+                                         for k, w in enumerate(weights)], (name, mode)
+                assert f"block {block + 1}, head {head + 1}: query {query + 1}" in \
+                    view["readout"], (name, mode)

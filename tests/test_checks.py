@@ -4,8 +4,8 @@ import numpy as onp
 import pytest
 from mxnet import gluon, np
 
-from d2lattn._checks import (check_float_array, check_int, check_integers, check_positive,
-                             check_rate, check_token_ids)
+from d2lattn._checks import (check_float_array, check_int, check_integers, check_layer_input,
+                             check_positive, check_rate, check_token_ids)
 
 
 @pytest.mark.parametrize("value", [0, 3, onp.int64(3), onp.int32(0)])
@@ -88,3 +88,17 @@ def test_check_token_ids_uses_the_embeddings_number_of_rows():
     with pytest.raises(ValueError, match=re.escape("X must hold integers in [0, 4] (token ids "
                                                    "below the vocabulary size 5), got [5.0]")):
         check_token_ids("X", np.array([[0, 5]], dtype="int32"), embedding)
+
+
+def test_check_layer_input_checks_the_dtype_then_the_width_once_known():
+    dense = gluon.nn.Dense(3, flatten=False)
+    dense.initialize()
+    check_layer_input("X", np.ones((2, 5)), dense, "dense1")  # width unknown: any width
+    dense(np.ones((2, 4)))
+    check_layer_input("X", np.ones((0, 7, 4)), dense, "dense1")
+    with pytest.raises(ValueError, match=r"X must have width 4, the input width of dense1, got "
+                                         r"X of shape \(2, 5\)"):
+        check_layer_input("X", np.ones((2, 5)), dense, "dense1")
+    with pytest.raises(TypeError, match=r"X has dtype float64 but dense1's weight float32: "
+                                        r"cast the inputs or the block"):
+        check_layer_input("X", np.ones((2, 4), dtype="float64"), dense, "dense1")

@@ -11,6 +11,7 @@ import pytest
 from mxnet import npx
 from mxnet.base import MXNetError
 
+import d2lattn
 from d2lattn import device
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -426,7 +427,8 @@ def test_import_preloads_before_mxnet_and_reports_a_missing_library(tmp_path):
             f"sys.path.insert(0, {str(site)!r})\n"
             "loaded = []\n"
             "ctypes.CDLL = lambda path, mode: loaded.append(path.rsplit('/', 1)[1])\n"
-            "import d2lattn\n")
+            "import d2lattn\n"
+            "import mxnet\n")  # the package imports mxnet only when asked (a chapter does)
     result = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True,
                             text=True, timeout=60)
     assert "loaded before mxnet: ['libcudart.so.11.0', 'libcudnn.so.8']" in result.stdout
@@ -453,9 +455,10 @@ def first_code_cell(path):
     return next(cell for cell in cells if cell["cell_type"] == "code")
 
 
-def test_every_chapter_and_exercise_master_gets_the_cell():
-    every = sorted(ROOT.glob("book/*.ipynb")) + sorted(ROOT.glob("exercises/*.ipynb"))
-    assert NOTEBOOKS == every and len(every) >= 14  # student versions are in a subfolder
+def test_every_chapter_exercise_master_and_student_version_gets_the_cell():
+    every = sorted(ROOT.glob("book/*.ipynb")) + sorted(ROOT.glob("exercises/*.ipynb")) + \
+        sorted(ROOT.glob("exercises/student/*.ipynb"))
+    assert NOTEBOOKS == every and len(every) >= 24
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
@@ -475,7 +478,8 @@ def test_colab_cell_installs_the_cpu_build_where_nothing_trains_on_a_gpu():
         text = TOOL.colab_cell(name)
         assert "mxnet-cu112" not in text and "nvidia" not in text, name
         assert '    %pip install -q --no-deps mxnet==1.9.1 "graphviz<0.9"\n' in text
-        assert text.endswith(f'    %pip install -q "d2lattn @ git+{REPO_URL}"')
+        assert text.endswith(
+            f'    %pip install -q "d2lattn @ git+{REPO_URL}@v{d2lattn.__version__}"')
 
 
 def test_colab_cell_installs_gpu_or_cpu_mxnet_without_deps_on_colab_only():
@@ -507,6 +511,34 @@ def test_colab_cell_is_valid_ipython():
         python = transformer.TransformerManager().transform_cell(TOOL.colab_cell(name))
         compile(python, name, "exec")
         assert python.count("run_line_magic('pip'") == installs, name
+
+
+def test_colab_cell_pins_d2lattn_to_the_version_the_notebook_records(tmp_path):
+    """A student notebook installs the d2lattn its release recorded (its bundle's), any other
+    the version set_colab_cell records in it: this package's."""
+    assert TOOL.VERSION == d2lattn.__version__
+    cells = [{"cell_type": "code", "execution_count": None, "metadata": {}, "outputs": [],
+              "source": "import sys"}]
+    student = tmp_path / "student" / "ch1_attention_pooling.ipynb"
+    student.parent.mkdir()
+    student.write_text(json.dumps({"cells": cells, "nbformat": 4, "nbformat_minor": 5,
+                                   "metadata": {"d2lattn": {"assignment": "ch1", "release": {
+                                       "version": "0.0.9", "bundle": "0123456789ab"}}}}))
+    assert TOOL.set_colab_cell(student) is True
+    nb = json.loads(student.read_text())
+    assert nb["cells"][0]["source"].endswith(f'"d2lattn @ git+{REPO_URL}@v0.0.9"')  # a str
+    assert nb["metadata"]["d2lattn"] == {"assignment": "ch1", "release": {
+        "version": "0.0.9", "bundle": "0123456789ab"}}  # its record stays
+    chapter = tmp_path / "01_attention_pooling.ipynb"
+    chapter.write_text(json.dumps({"cells": cells, "nbformat": 4, "nbformat_minor": 5,
+                                   "metadata": {"d2lattn": {"version": "0.0.1"}}}))
+    assert TOOL.set_colab_cell(chapter) is True
+    nb = json.loads(chapter.read_text())
+    assert nb["metadata"]["d2lattn"] == {"version": d2lattn.__version__}
+    assert nb["cells"][0]["source"].endswith(f'@v{d2lattn.__version__}"')
+    for path in NOTEBOOKS:  # the stored notebooks: each installs the version it records
+        recorded = TOOL.recorded_version(json.loads(path.read_text(encoding="utf-8")))
+        assert recorded == d2lattn.__version__, path
 
 
 def test_set_colab_cell_rewrites_only_the_first_code_cell(tmp_path):

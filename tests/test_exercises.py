@@ -8,9 +8,7 @@ import ast
 import importlib
 import inspect
 import json
-import os
 import re
-import shutil
 import subprocess
 import sys
 import zipfile
@@ -28,6 +26,7 @@ from d2lattn.grading.releasing import stubs
 from d2lattn.grading.forbid import names as forbid_module
 from d2lattn.grading.forbid.callgraph import call_graph
 from d2lattn.grading.master.notebook import cell_source, parse_options, question_header
+from grading_support import require_sandbox
 
 ROOT = Path(__file__).resolve().parents[1]
 MASTERS = sorted((ROOT / "exercises").glob("ch*.ipynb"))
@@ -41,8 +40,7 @@ def released(tmp_path_factory):
     sandbox and raises if a master misses a point or a student notebook earns one."""
     if not MASTERS:
         pytest.skip("no masters here (a public copy keeps them private, exercises/README.md)")
-    if shutil.which("bwrap") is None and os.environ.get("CI") != "true":  # CI: a failure
-        pytest.skip("release runs the masters in bubblewrap (bwrap)")
+    require_sandbox()
     out = tmp_path_factory.mktemp("released")
     release(ROOT / "exercises", out)
     return out
@@ -144,8 +142,7 @@ def test_no_scored_case_expects_a_verdict_or_a_form(master, released):
 def test_release_refuses_verdicts_forms_and_cases_a_trivial_answer_passes(tmp_path):
     """Release grades trivial answers of every question (here: the constant 2 and the input
     unchanged pass the public case) and refuses bools and forms outside format checks."""
-    if shutil.which("bwrap") is None and os.environ.get("CI") != "true":  # CI: a failure
-        pytest.skip("release runs the masters in bubblewrap (bwrap)")
+    require_sandbox()
     weak = "# doubles\n>>> double(1)\n2\n\n# HIDDEN\n# a negative number\n>>> double(-3)\n-6"
     strong = "# doubles\n>>> double(1)\n2\n>>> double(5)\n10\n\n# HIDDEN\n" \
              "# a negative number\n>>> double(-3)\n-6"

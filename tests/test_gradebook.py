@@ -4,9 +4,7 @@ gradebook and its Canvas and Moodle exports, shards merged into the unsharded gr
 import base64
 import csv
 import json
-import os
 import re
-import shutil
 import time
 from pathlib import Path
 
@@ -19,13 +17,12 @@ from d2lattn.grading.batch.gradebook import (Exports, Row, Student, canvas_colum
                                              gradebook, read_roster, write_exports)
 from d2lattn.grading.master.notebook import cell_source, is_grader_cell, notebook_meta
 from d2lattn.grading.releasing.split import assignment_of, private_cases, split_master
+from d2lattn.grading.batch.identity import hand_in
+from grading_support import needs_sandbox
 from d2lattn.grading.batch.submissions import (Submission, find_submissions, name_students,
-                                         student_identity)
+                                               student_identity)
 
 SAMPLE = Path(__file__).parent / "data" / "grading" / "sample.ipynb"
-needs_sandbox = pytest.mark.skipif(shutil.which("bwrap") is None
-                                   and os.environ.get("CI") != "true",  # CI: a failure
-                                   reason="grading needs bubblewrap (bwrap)")
 
 
 def table(path):
@@ -301,9 +298,12 @@ def test_changes_name_each_student_whose_total_moved():
 def test_a_regrade_of_one_student_keeps_every_other_row(tmp_path, bundle):
     for name in ("amy", "bob", "cat"):
         write(tmp_path / "class" / f"{name}.ipynb", blank(bundle))
-    write(tmp_path / "class" / "amy.ipynb", notebook())
+    write(tmp_path / "class" / "amy.ipynb", notebook(extra=["print('x' * 4000)"]))
     (tmp_path / "class" / "cat.pdf").write_text("not a notebook")
-    grade(tmp_path / "class", bundle, tmp_path / "grades", timeout=60)
+    grade(tmp_path / "class", bundle, tmp_path / "grades", timeout=60, max_output=5000)
+    # amy within her limits (4000 characters printed of 5000): no flag but the missing cell
+    assert {r["student"]: r["status"] for r in table(tmp_path / "grades" / "students.csv")} \
+        == {"amy": "no # STUDENT cell", "bob": "graded", "cat": "graded"}  # the blanks
     first = (tmp_path / "grades" / "grades.csv").read_text()
     assert len(table(tmp_path / "grades" / "grades.csv")) == 9
     write(tmp_path / "late" / "bob.ipynb", notebook())  # bob hands in again, late
@@ -327,15 +327,27 @@ def table_of(text):
 
 
 @needs_sandbox
-def test_a_looping_notebook_costs_its_budget_once(tmp_path, bundle):
+def test_a_looping_notebook_costs_its_budget_once_and_is_flagged(tmp_path, bundle):
     """The sample's questions run in two groups (q1 forbids an object): a loop in a shared
-    cell used to cost the time limit once per group."""
-    write(tmp_path / "in" / "loops.ipynb", notebook(extra=["while True:\n    pass"]))
+    cell used to cost the time limit once per group. The points it loses, and a flood of
+    printed lines, are flagged for the instructor (they were "graded")."""
+    nb = notebook(name="Ann", email="ann@uni.edu")
+    nb["cells"][1:1] = notebook(extra=["for _ in range(3000):\n    print('flood')",
+                                      "while True:\n    pass"])["cells"][-2:]  # before q1
+    write(tmp_path / "in" / "loops.ipynb", nb)
     start = time.monotonic()
-    rows = grade(tmp_path / "in", bundle, tmp_path / "out", timeout=8)
+    rows = grade(tmp_path / "in", bundle, tmp_path / "out", timeout=8, max_output=5000)
     seconds = time.monotonic() - start
     assert seconds < 8 + 12, seconds  # the budget, the sandbox's start and the cases
     assert all("time limit of 8 s" in row.reason for row in rows), rows
+    student, = table(tmp_path / "out" / "students.csv")
+    assert student["status"] == "time limit; output flood"
+    assert student["note"] == (
+        "6 points lost where the time limit stopped it (q1_softmax, q2_nw, q3_weight); if its "
+        "code is slow rather than stuck, grade it again with a larger --timeout; its cells "
+        "printed over 5000 characters (the feedback keeps the first 5000), which takes time")
+    assert table(tmp_path / "out" / "canvas.csv")[1]["sample"] == "0"  # graded, flagged
+
 
 
 @needs_sandbox
@@ -346,18 +358,26 @@ def test_shards_merged_equal_the_unsharded_grades(tmp_path, bundle, capsys):
     write(tmp_path / "class" / "gh-user" / "ch.ipynb", notebook())
     (tmp_path / "class" / "notes.txt").write_text("not a notebook")
     whole = tmp_path / "whole"
-    main(["grade", str(tmp_path / "class"), "--bundle", str(bundle), "--out", str(whole)])
+    main(["grade", str(tmp_path / "class"), "--bundle", str(bundle), "--out", str(whole),
+          "--canvas-assignment", "Sample (55)"])
     for index in (1, 2):
         main(["grade", str(tmp_path / "class"), "--bundle", str(bundle), "--out",
-              str(tmp_path / f"shard{index}"), "--shard", f"{index}/2"])
+              str(tmp_path / f"shard{index}"), "--shard", f"{index}/2",
+              "--canvas-assignment", "55"])
     shards = [table(tmp_path / f"shard{i}" / "grades.csv") for i in (1, 2)]
     assert all(shards) and len(shards[0]) + len(shards[1]) == len(table(whole / "grades.csv"))
+    capsys.readouterr()
     main(["merge", str(tmp_path / "merged"), str(tmp_path / "shard1"),
-          str(tmp_path / "shard2")])
-    assert "merged 2 shards: 21 rows" in capsys.readouterr().out
-    for name in ("grades.csv", "gradebook.csv", "canvas.csv", "moodle.csv", "students.csv",
-                 "skipped.csv"):
+          str(tmp_path / "shard2")])  # the shards' Canvas column, as recorded
+    assert capsys.readouterr().out == (
+        f"exports as recorded in {tmp_path / 'shard1'}/run.json: canvas.csv column "
+        f"'sample (55)', a blank for no submission\n"
+        f"merged 2 shards: {tmp_path / 'merged'}/grades.csv holds 21 rows of 7 students\n")
+    assert list(table(whole / "canvas.csv")[0])[-1] == "Sample (55)"
+    for name in ("grades.csv", "gradebook.csv", "moodle.csv", "students.csv", "skipped.csv"):
         assert (tmp_path / "merged" / name).read_text() == (whole / name).read_text(), name
+    assert (tmp_path / "merged" / "canvas.csv").read_text() == \
+        (whole / "canvas.csv").read_text().replace("Sample (55)", "sample (55)")
     assert sorted(p.name for p in (tmp_path / "merged" / "feedback").iterdir()) == \
         sorted(p.name for p in (whole / "feedback").iterdir())
 
@@ -368,9 +388,69 @@ def test_the_command_line_says_its_defaults_and_errors_in_one_line(tmp_path, cap
     text = " ".join(capsys.readouterr().out.split())
     assert "seconds for a notebook's code cells, in each of its sandboxes (default: 300)" in text
     assert "(default: None)" not in text
-    (tmp_path / "bundle").mkdir()
-    with pytest.raises(SystemExit) as stop:
-        main(["grade", str(tmp_path), "--bundle", str(tmp_path / "bundle"), "--out",
-              str(tmp_path / "out"), "--roster", str(tmp_path / "missing.csv")])
-    assert stop.value.code == 2
-    assert re.fullmatch(r"error: .*\n", capsys.readouterr().err)
+    (tmp_path / "rel" / "autograder").mkdir(parents=True)
+    (tmp_path / "rel" / "autograder" / "sample.json").write_text(json.dumps(
+        {"assignment": "sample", "tests": []}))
+    bundle = str(tmp_path / "rel" / "autograder")
+    for args, error in [
+            (["--bundle", bundle, "--roster", str(tmp_path / "missing.csv")],
+             f"roster must be a CSV file of the class, got '{tmp_path}/missing.csv': no such "
+             "file"),
+            (["--bundle", bundle, "--canvas-assignment", "Attention"],
+             "canvas_assignment must be Canvas's column header 'Name (123)', copied from a "
+             "gradebook export, or the assignment's id 123, got 'Attention' (without its id "
+             "Canvas imports a new assignment)"),
+            (["--bundle", str(tmp_path / "rel")],
+             f"bundle must be the autograder folder written by release, holding one "
+             f"<assignment>.json per assignment, got '{tmp_path}/rel', which holds none; its "
+             f"autograder/ folder is one: pass --bundle {bundle}")]:
+        with pytest.raises(SystemExit) as stop:
+            main(["grade", str(tmp_path), "--out", str(tmp_path / "out"), *args])
+        assert stop.value.code == 2
+        assert capsys.readouterr().err == f"error: {error}\n"
+
+
+def test_exports_take_a_canvas_column_with_its_id_only():
+    assert canvas_column("ch1", Exports(" Chapter 1 (4321) ")) == "Chapter 1 (4321)"
+    assert canvas_column("ch1", Exports()) == "ch1"
+    for bad in ("Attention", "(12)", "Chapter 1 (x1)", "", 12):
+        with pytest.raises(ValueError, match=r"canvas_assignment must be Canvas's column "):
+            Exports(bad)
+    with pytest.raises(TypeError, match=r"missing_as_zero must be a bool or None, got 'yes'"):
+        Exports(missing_as_zero="yes")
+
+
+def test_an_unresolved_hand_in_is_exported_blank_even_with_missing_as_zero(tmp_path):
+    rows = [Row(s, "q1", 0, 2, "why") for s in ("S1", "S2", "S3", "S4")] + \
+        [Row("S5", "q1", 2, 2, "")]
+    students = [Student("S1", "a.ipynb", "", "", "unreadable", ""),
+                Student("S2", "b.ipynb", "", "", "wrong assignment", ""),
+                Student("S3", "c.ipynb", "", "", "duplicate; other release", ""),
+                Student("S4", "d.ipynb", "", "", "not run", ""),
+                Student("S5", "e.ipynb", "", "", "time limit; output flood", "")]
+    roster = [{"student": f"S{n}", "name": "", "email": "", "login": "", "id": f"S{n}"}
+              for n in range(1, 7)]
+    book = gradebook(rows, students, roster, [("q1", 2)])
+    write_exports(tmp_path, "ch1", book, [("q1", 2)], exports=Exports(missing_as_zero=True))
+    assert [(r["SIS User ID"], r["ch1"]) for r in table(tmp_path / "canvas.csv")[1:]] == [
+        ("S1", ""), ("S2", ""), ("S3", ""), ("S4", ""), ("S5", "2"), ("S6", "0")]
+    assert [r["ch1"] for r in table(tmp_path / "moodle.csv")] == ["", "", "", "", "2", "0"]
+    assert [r["status"] for r in table(tmp_path / "attention.csv")] == [
+        "unreadable", "wrong assignment", "duplicate; other release", "not run",
+        "time limit; output flood", "no submission"]
+
+
+def test_a_typed_email_of_another_roster_student_is_flagged_not_taken(tmp_path):
+    (tmp_path / "roster.csv").write_text("email,login,name\nada@uni.edu,ada,Ada\n"
+                                         "bob@uni.edu,bob,Bob\n")
+    roster = read_roster(tmp_path / "roster.csv")
+    subs = [Submission(None, "bob.ipynb", {"cells": []}, None, "", "ADA@uni.edu",
+                       handin=hand_in("bob.ipynb")),
+            Submission(None, "ada.ipynb", {"cells": []}, None, "", "ada@uni.edu",
+                       handin=hand_in("ada.ipynb"))]
+    named, _ = name_students(subs, roster)
+    assert [(s.file, s.student, s.flags, s.note) for s in named] == [
+        ("bob.ipynb", "bob", ("e-mail of another student",),
+         "its # STUDENT cell says ADA@uni.edu, the e-mail of roster student ada; graded as "
+         "bob's, whose hand-in it is"),
+        ("ada.ipynb", "ada", (), "")]

@@ -7,6 +7,7 @@ and re-graded once."""
 import ast
 import csv
 import json
+import re
 import shutil
 
 import pytest
@@ -15,6 +16,7 @@ from d2lattn.grading import grade
 from d2lattn.grading.limits import MAX_STUDENT_CELL
 from d2lattn.grading.batch.gradebook import (Exports, Row, Student, gradebook, read_roster,
                                              write_exports)
+from d2lattn.grading.batch.record import read_run
 from d2lattn.grading.batch.identity import HandIn, hand_in, plain_name
 from d2lattn.grading.batch.submissions import (Submission, find_submissions, name_students,
                                                safe_id, student_identity)
@@ -27,6 +29,9 @@ CANVAS_ROSTER = """Student,ID,SIS User ID,SIS Login ID,Section,Chapter 1 (777)
 "Zoe, Zed",1003,S3,zoe@uni.edu,B,
 "Hopper, Grace",1004,S4,grace@uni.edu,B,
 "Babbage, Charles",1005,S5,charles@uni.edu,B,
+"Hamilton, Margaret",1006,S6,margaret@uni.edu,B,
+"Noether, Emmy",1007,S7,emmy@uni.edu,B,
+"Student, Test",1099,,,B,
 """
 MOODLE_ROSTER = """First name,Last name,ID number,Institution,Department,Email address
 Ada,Lovelace,M1,Uni,CS,ada@uni.edu
@@ -74,7 +79,9 @@ def test_canvas_and_moodle_roster_exports_are_read_as_they_are(tmp_path):
     canvas = read_roster(tmp_path / "canvas.csv")
     assert [(r["student"], r["canvas"], r["login"], r["section"]) for r in canvas][:2] == [
         ("S1", "1001", "ada@uni.edu", "A"), ("S2", "1002", "alan@uni.edu", "A")]
-    assert len(canvas) == 5  # Points Possible skipped
+    assert [r["name"] for r in canvas][2:] == ["Zoe, Zed", "Hopper, Grace", "Babbage, Charles",
+                                               "Hamilton, Margaret", "Noether, Emmy"]
+    # Points Possible and Canvas's test student skipped: not a student with "no submission"
     (tmp_path / "moodle.csv").write_text(MOODLE_ROSTER)
     moodle = read_roster(tmp_path / "moodle.csv")
     assert [(r["student"], r["name"], r["email"], r["canvas"]) for r in moodle] == [
@@ -173,9 +180,10 @@ def readable(text):
 
 @pytest.fixture(scope="module")
 def graded(tmp_path_factory, sample_release):
-    """A Canvas class graded with Canvas's gradebook export as roster, then mallory re-graded:
-    ``(out folder, log of the first run, log of the re-grade, grades.csv before it, the
-    out folder of a re-grade told mallory's file is Zoe's)``."""
+    """A Canvas class graded with Canvas's gradebook export as roster and a Canvas column,
+    then mallory re-graded without repeating either (a routine late re-grade): ``(out
+    folder, log of the first run, log of the re-grade, grades.csv before it, the out folder
+    of a re-grade told mallory's file is Zoe's)``."""
     tmp = tmp_path_factory.mktemp("class")
     bundle, blank = sample_release / "autograder", json.loads(
         (sample_release / "sample.ipynb").read_text())
@@ -191,9 +199,11 @@ def graded(tmp_path_factory, sample_release):
             "turingalan_1002_5002_sample.ipynb": with_student(master(), source=CRASH),
             "zedzoe_1003_5003_sample.ipynb": with_student(master(), "zoe@uni.edu"),
             "hoppergrace_1004_5004_sample.ipynb": other,
+            "hamiltonmargaret_1006_5006_sample.ipynb": with_student(master(), "ada@uni.edu"),
             "mallory.ipynb": with_student(blank, "zoe@uni.edu"),
             "oldcopy.ipynb": older}.items():
         (folder / name).write_text(json.dumps(nb))
+    (folder / "noetheremmy_1007_5008_sample.ipynb").write_text("{")  # unreadable
     (tmp / "roster.csv").write_text(CANVAS_ROSTER)
     out, first, again = tmp / "grades", [], []
     grade(folder, bundle, out, timeout=60, roster=tmp / "roster.csv", log=first.append,
@@ -201,12 +211,10 @@ def graded(tmp_path_factory, sample_release):
     before = (out / "grades.csv").read_text()
     (tmp / "regrade").mkdir()
     (tmp / "regrade" / "mallory.ipynb").write_text((folder / "mallory.ipynb").read_text())
-    grade(tmp / "regrade", bundle, out, timeout=60, roster=tmp / "roster.csv", log=again.append,
-          exports=Exports("Chapter 1 (777)"))
+    grade(tmp / "regrade", bundle, out, timeout=60, log=again.append)
     told = tmp / "told"  # the instructor says mallory's file is Zoe's after all
     shutil.copytree(out, told)
-    grade(tmp / "regrade", bundle, told, timeout=60, roster=tmp / "roster.csv",
-          exports=Exports("Chapter 1 (777)"), identities={"mallory.ipynb": "S3"})
+    grade(tmp / "regrade", bundle, told, timeout=60, identities={"mallory.ipynb": "S3"})
     return out, first, again, before, told
 
 
@@ -220,10 +228,14 @@ def test_canvas_export_carries_the_rosters_ids_for_every_roster_student(graded):
         ["Lovelace, Ada", "1001", "S1", "ada@uni.edu", "A", "6"],
         ["Turing, Alan", "1002", "S2", "alan@uni.edu", "A", "6"],  # the crash cell: graded
         ["Zoe, Zed", "1003", "S3", "zoe@uni.edu", "B", "6"],  # not mallory's 0
-        ["Hopper, Grace", "1004", "S4", "grace@uni.edu", "B", "0"],
-        ["Babbage, Charles", "1005", "S5", "charles@uni.edu", "B", ""]]  # blank, not 0
-    moodle = table(out / "moodle.csv")
-    assert [r["ID number"] for r in moodle] == ["S1", "S2", "S3", "S4", "S5"]
+        ["Hopper, Grace", "1004", "S4", "grace@uni.edu", "B", ""],  # another assignment
+        ["Babbage, Charles", "1005", "S5", "charles@uni.edu", "B", ""],  # blank, not 0
+        ["Hamilton, Margaret", "1006", "S6", "margaret@uni.edu", "B", "6"],
+        ["Noether, Emmy", "1007", "S7", "emmy@uni.edu", "B", ""]]  # unreadable: blank, not 0
+    moodle = table(out / "moodle.csv")  # the roster's ids, never a typed e-mail
+    assert [(r["Email address"], r["Username"], r["ID number"]) for r in moodle] == [
+        ("", f"{name}@uni.edu", f"S{number}") for number, name in enumerate(
+            ["ada", "alan", "zoe", "grace", "charles", "margaret", "emmy"], 1)]
 
 
 def test_the_gradebook_and_attention_list_flag_what_needs_attention(graded):
@@ -231,14 +243,20 @@ def test_the_gradebook_and_attention_list_flag_what_needs_attention(graded):
     status = {r["student"]: r["status"] for r in table(out / "gradebook.csv")}
     assert status == {"mallory": "claimed identity; not on the roster", "S1": "duplicate",
                       "S2": "graded", "S3": "graded", "S4": "wrong assignment",
-                      "S5": "no submission", "oldcopy": "other release; not on the roster"}
+                      "S5": "no submission", "oldcopy": "other release; not on the roster",
+                      "S6": "e-mail of another student", "S7": "unreadable"}
+    notes = {r["student"]: r["note"] for r in table(out / "gradebook.csv")}
+    assert notes["S6"] == ("its # STUDENT cell says ada@uni.edu, the e-mail of roster student "
+                           "S1; graded as S6's, whose hand-in it is")
     attention = {(r["entry"], r["status"]) for r in table(out / "attention.csv")}
     assert attention == {
         ("mallory.ipynb", "claimed identity; not on the roster"),
         ("lovelaceada_LATE_1001_5007_sample-1.ipynb", "duplicate"),
         ("hoppergrace_1004_5004_sample.ipynb", "wrong assignment"), ("", "no submission"),
         ("oldcopy.ipynb", "other release; not on the roster"),
-        ("lovelaceada_1001_5001_sample.ipynb", "not graded")}
+        ("lovelaceada_1001_5001_sample.ipynb", "not graded"),
+        ("hamiltonmargaret_1006_5006_sample.ipynb", "e-mail of another student"),
+        ("noetheremmy_1007_5008_sample.ipynb", "unreadable")}
     rows = {r["student"]: r["reason"] for r in table(out / "grades.csv")}
     assert rows["S4"] == "a notebook of assignment ch9_other, not sample: not graded"
     assert any("mallory.ipynb: claimed identity" in line for line in first)
@@ -252,8 +270,49 @@ def test_a_regrade_of_one_student_keeps_every_other_row_and_no_hijack(graded):
     kept = [line for line in before.splitlines() if not line.startswith("mallory,")]
     assert [line for line in (out / "grades.csv").read_text().splitlines()
             if not line.startswith("mallory,")] == kept
-    assert again[-1] == "1 unchanged, 5 kept from earlier runs", again  # mallory: 0 -> 0
+    assert again[-1] == "1 unchanged, 7 kept from earlier runs", again  # mallory: 0 -> 0
     assert any("mallory.ipynb: claimed identity" in line for line in again)
+
+
+def test_a_regrade_reuses_the_recorded_roster_and_canvas_column_and_says_so(graded):
+    """The late re-grade repeated neither --roster nor --canvas-assignment: canvas.csv keeps
+    its column (test_canvas_export_... reads it after the re-grade), mallory is still matched
+    against the roster, and the log says what was reused."""
+    out, _, again, *_ = graded
+    assert again[:2] == [
+        f"exports as recorded in {out}/run.json: canvas.csv column 'Chapter 1 (777)', a blank "
+        "for no submission", f"roster as recorded: {out}/roster.csv (7 students)"]
+    assert read_run(out)["exports"] == {"canvas_column": "Chapter 1 (777)",
+                                        "missing_as_zero": False}
+    assert (out / "roster.csv").read_text() == CANVAS_ROSTER
+
+
+def test_a_regrade_asking_for_other_exports_is_refused_before_grading(graded, sample_release):
+    out, *_ = graded
+    for exports, asked in ((Exports("Chapter 2 (778)"), "column 'Chapter 2 (778)', a blank"),
+                           (Exports("777"), "column 'sample (777)'"),
+                           (Exports(missing_as_zero=True), "column 'Chapter 1 (777)', 0 for")):
+        with pytest.raises(ValueError, match=(
+                rf"{out} was exported with canvas.csv column 'Chapter 1 \(777\)', a blank for "
+                rf"no submission; this run asks for canvas.csv {re.escape(asked)}.* pass "
+                r"--new-exports to replace them")):
+            grade(out.parent / "regrade", sample_release / "autograder", out,
+                  exports=exports)
+    assert read_run(out)["exports"]["canvas_column"] == "Chapter 1 (777)"
+
+
+def test_new_exports_replace_the_recorded_ones_and_say_so(graded, tmp_path, sample_release):
+    out, *_ = graded
+    shutil.copytree(out, tmp_path / "out")
+    log = []
+    grade(out.parent / "regrade", sample_release / "autograder", tmp_path / "out",
+          timeout=60, exports=Exports(missing_as_zero=True), new_exports=True, log=log.append)
+    assert log[0] == (f"exports: canvas.csv column 'sample', 0 for no submission, replacing "
+                      f"those recorded in {tmp_path / 'out'}/run.json (canvas.csv column "
+                      f"'Chapter 1 (777)', a blank for no submission) as --new-exports asks")
+    canvas = table(tmp_path / "out" / "canvas.csv")
+    assert {r["SIS User ID"]: r["sample"] for r in canvas[1:]} == {
+        "S1": "6", "S2": "6", "S3": "6", "S4": "", "S5": "0", "S6": "6", "S7": ""}
 
 
 def test_the_instructors_word_replaces_a_students_rows_and_says_so(graded):

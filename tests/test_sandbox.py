@@ -22,10 +22,9 @@ from d2lattn.grading.__main__ import main
 from d2lattn.grading.sandbox.session import NO_RUN, run_submission
 from d2lattn.grading.master.values import one_line
 from d2lattn.grading.sandbox import runner
-from grading_support import call_case, processes_gone
+from grading_support import call_case, needs_sandbox, processes_gone
 
-pytestmark = pytest.mark.skipif(shutil.which("bwrap") is None and os.environ.get("CI") != "true",
-                                reason="grading needs bubblewrap (bwrap)")
+pytestmark = needs_sandbox
 SAMPLE = Path(__file__).parent / "data" / "grading" / "sample.ipynb"
 TOKEN = f"d2lattn-{os.getpid()}-{int(time.time())}"
 

@@ -94,3 +94,34 @@ def test_check_stops_at_an_interrupt_and_reports_values_it_cannot_compare(regist
     out = capsys.readouterr().out
     assert out.startswith("q: 2 of 3 public cases passed\n  case 1 FAILED: huge\n")
     assert "received: 1000000000" in out
+
+
+def test_check_stops_a_question_at_its_first_case_out_of_time(registry, capsys, monkeypatch):
+    """An endless loop in an answer costs one case's time limit, not one per case (180 s for
+    a question of three cases): the cases after it are not run and say so."""
+    monkeypatch.setattr(student, "CHECK_CASE_SECONDS", 0.5)
+    calls = {"b": 0, "c": 0}
+    register([{"name": "q", "forbid": [], "suites": [{"cases": [
+        {"code": "# quick\n>>> a()\n1", "hidden": False},
+        {"code": "# loops\n>>> b()\n1", "hidden": False},
+        {"code": "# next\n>>> c()\n1", "hidden": False},
+        {"code": "# format: an int\n>>> c()\n1", "hidden": False}]}]}])
+
+    def loop():
+        while True:
+            calls["b"] += 1
+
+    def count():
+        calls["c"] += 1
+        return 1
+
+    check("q", {"a": lambda: 1, "b": loop, "c": count})
+    out = capsys.readouterr().out
+    assert calls["c"] == 0 and calls["b"] > 0
+    assert out.startswith("q: 1 of 3 public cases passed (format checks: 0 of 1)\n"
+                          "  case 1 passed: quick\n  case 2 FAILED: loops\n")
+    assert "      received: raised TimeoutError: took longer than 0.5 s\n" in out
+    assert out.count("      received: not run: an earlier case took longer than 0.5 s\n") == 2
+    check("q", {"a": lambda: 1, "b": lambda: 1, "c": lambda: 1})  # the same cases run again
+    assert capsys.readouterr().out.startswith("q: 3 of 3 public cases passed (format checks: "
+                                              "1 of 1)\n")

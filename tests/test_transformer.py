@@ -595,7 +595,7 @@ def test_valid_lengths_are_checked_by_every_block_and_full_lengths_mask_nothing(
     calls = []
     check = attention.lengths
     monkeypatch.setattr(attention, "lengths",
-                        lambda lens, shape: calls.append(shape) or check(lens, shape))
+                        lambda lens, shape, ctx: calls.append(shape) or check(lens, shape, ctx))
     encoder = TransformerEncoder(VOCAB, D, FFN, HEADS, 3, 0.0)
     encoder.initialize()
     X = tokens((2, 5))

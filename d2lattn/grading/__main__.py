@@ -6,10 +6,13 @@ import sys
 from pathlib import Path
 
 from .batch.grade_folder import grade
-from .batch.gradebook import Exports, merge, read_roster
-from .limits import CASE_SECONDS, MAX_BYTES, MAX_CODE, MAX_OUTPUT, NOTEBOOK_SECONDS
+from .batch.gradebook import Exports, read_rows
+from .batch.options import GradeOptions
+from .batch.record import merge
 from .releasing import release
 from .sandbox.channel import SandboxError
+
+DEFAULT = GradeOptions()  # each option's default, defined there once
 
 UNSAFE = ("run the notebooks WITHOUT a sandbox (where bubblewrap is missing): a submission can "
           "then read the bundle and change the grades; only for notebooks you trust")
@@ -38,7 +41,8 @@ def main(argv=None):
                                           "notebooks name, or the bundle's only one)")
     gra.add_argument("--roster", help="a CSV of the class: e-mail, login and/or id columns, "
                                       "optionally name (Canvas's gradebook export or Moodle's "
-                                      "participants export, as they are)")
+                                      "participants export, as they are; default: the copy "
+                                      "recorded in OUT by an earlier run)")
     _export_options(gra)
     gra.add_argument("--shard", type=_shard, help="I/N: grade only the I-th of N shares of the "
                                                   "class, then join them with merge")
@@ -46,23 +50,24 @@ def main(argv=None):
                      help="the student a submission file (or folder) belongs to, whatever its "
                           "name or # STUDENT cell say; also lets a re-grade replace that "
                           "student's rows from another file (repeat for several)")
-    gra.add_argument("--timeout", type=float, default=NOTEBOOK_SECONDS,
+    gra.add_argument("--timeout", type=float, default=DEFAULT.timeout,
                      help="seconds for a notebook's code cells, in each of its sandboxes")
-    gra.add_argument("--case-timeout", type=float, default=CASE_SECONDS,
+    gra.add_argument("--case-timeout", type=float, default=DEFAULT.case_timeout,
                      help="seconds per test example")
-    gra.add_argument("--max-output", type=int, default=MAX_OUTPUT,
+    gra.add_argument("--max-output", type=int, default=DEFAULT.max_output,
                      help="characters of output kept per notebook")
-    gra.add_argument("--max-bytes", type=int, default=MAX_BYTES,
+    gra.add_argument("--max-bytes", type=int, default=DEFAULT.max_bytes,
                      help="larger submission files are not read")
-    gra.add_argument("--max-code", type=int, default=MAX_CODE,
+    gra.add_argument("--max-code", type=int, default=DEFAULT.max_code,
                      help="submissions with more characters of code are not run")
     gra.add_argument("--jobs", type=int, help="submissions graded at a time (default: cores)")
     gra.add_argument("--unsafe", action="store_true", help=UNSAFE)
     mer = command("merge", "join the outputs of grade --shard runs into one")
     mer.add_argument("out", help="the folder to write (rows already there are kept)")
     mer.add_argument("shards", nargs="+", help="the --out folders of the shards")
-    mer.add_argument("--roster", help="the roster the shards were graded with")
-    _export_options(mer, "(default: as the shards were graded)")
+    mer.add_argument("--roster", help="the roster (default: the one OUT, else the first "
+                                      "shard, was graded with)")
+    _export_options(mer)
     args = parser.parse_args(argv)
     try:
         _run(args)
@@ -86,18 +91,24 @@ def _command(commands):
     return command
 
 
-def _export_options(command, default=""):
+def _export_options(command):
+    recorded = "; a later run into OUT reuses it, and refuses another without --new-exports"
     command.add_argument("--canvas-assignment", metavar="COLUMN",
                          help="canvas.csv's grade column: 'Name (123)', copied from a Canvas "
                               "gradebook export, maps it to Canvas's assignment 123 (digits "
-                              "alone: '<assignment> (<digits>)'; default: the assignment's "
-                              f"name) {default}".strip())
-    command.add_argument("--missing-as-zero", action="store_true",
-                         help="export 0, not a blank, for a roster student with no submission "
-                              f"{default}".strip())
+                              "alone: '<assignment> (<digits>)'; a name without an id is "
+                              "refused; default: the assignment's name, which Canvas imports "
+                              f"as a new assignment){recorded}")
+    command.add_argument("--missing-as-zero", action="store_true", default=None,
+                         help="export 0, not a blank, for a roster student with no submission"
+                              f"{recorded}")
+    command.add_argument("--new-exports", action="store_true",
+                         help="replace the export settings recorded in OUT by those given now "
+                              "(their defaults where not given)")
 
 
 def _exports(args):
+    """The :class:`Exports` settings given on the command line (None where not given)."""
     return Exports(args.canvas_assignment, args.missing_as_zero)
 
 
@@ -124,18 +135,26 @@ def _run(args):
                             hidden=args.hidden):
             print(f"wrote {path}")
     elif args.command == "grade":
-        rows = grade(args.submissions, args.bundle, args.out, args.assignment, args.timeout,
-                     args.case_timeout, args.max_output, log=print, unsafe=args.unsafe,
-                     max_bytes=args.max_bytes, jobs=args.jobs, roster=args.roster,
-                     shard=args.shard, max_code=args.max_code, progress=True,
-                     exports=_exports(args), identities=dict(args.identity or ()))
-        print(f"wrote {len(rows)} rows to {Path(args.out) / 'grades.csv'}")
+        out = Path(args.out)
+        rows = grade(args.submissions, args.bundle, out, GradeOptions(
+            assignment=args.assignment, roster=args.roster, exports=_exports(args),
+            new_exports=args.new_exports, identities=dict(args.identity or ()),
+            shard=args.shard, timeout=args.timeout, case_timeout=args.case_timeout,
+            max_output=args.max_output, max_bytes=args.max_bytes, max_code=args.max_code,
+            jobs=args.jobs, unsafe=args.unsafe, log=print, progress=True))
+        count = len({row.student for row in rows})
+        print(f"graded {count} submission{'s' * (count != 1)} ({len(rows)} rows); "
+              f"{_holds(out)}")
     else:
-        roster = read_roster(args.roster) if args.roster else []
-        given = args.canvas_assignment is not None or args.missing_as_zero
-        rows = merge(args.out, args.shards, roster, _exports(args) if given else None)
-        print(f"merged {len(args.shards)} shards: {len(rows)} rows in "
-              f"{Path(args.out) / 'grades.csv'}")
+        merge(args.out, args.shards, args.roster, _exports(args), args.new_exports, print)
+        print(f"merged {len(args.shards)} shards: {_holds(Path(args.out))}")
+
+
+def _holds(out):
+    """E.g. 'grades/grades.csv holds 96 rows of 16 students'."""
+    held = read_rows(out / "grades.csv")
+    return (f"{out / 'grades.csv'} holds {len(held)} rows of "
+            f"{len({row.student for row in held})} students")
 
 
 if __name__ == "__main__":

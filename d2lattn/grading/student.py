@@ -1,12 +1,14 @@
 """What a student calls: ``register`` (run by a released notebook's hidden tests cell) and
-``check``."""
+``check``, which runs a question's public cases in the notebook itself and prints a report."""
 import sys
 import textwrap
 from dataclasses import replace
 
 from .forbid.names import forbidden_uses
 from .limits import CHECK_CASE_SECONDS
-from .master.cases import cases_of, format_report, run_test, scores
+from .master.cases import cases_of, format_report, judge, run_test, scores
+
+TIMED_OUT = "TimeoutError: took longer than"  # how a result says its case ran out of time
 
 _TESTS = {}
 
@@ -23,7 +25,9 @@ def register(tests):
 
 def check(question, env=None):
     """Run the public cases of ``question`` in ``env`` (default: the caller's globals, i.e. the
-    notebook) and print a verdict per case, with expected and received values on failures."""
+    notebook) and print a verdict per case, with expected and received values on failures;
+    each example has ``CHECK_CASE_SECONDS`` (60 s), and the first case out of time ends the
+    question's check (:func:`public_results`)."""
     if not isinstance(question, str):
         raise TypeError(f"question must be a str such as 'q1_softmax', got {question!r}")
     if question not in _TESTS:
@@ -35,14 +39,28 @@ def check(question, env=None):
         raise TypeError(f"env must be a dict of names, got {type(env).__name__}")
     test = _TESTS[question]
     try:
-        results = [replace(result, format=not scores(case)) for result, case in zip(
-            run_test(test, dict(env), hidden=False, time_limit=CHECK_CASE_SECONDS),
-            cases_of(test, False))]
+        results = public_results(test, env, CHECK_CASE_SECONDS)
     except KeyboardInterrupt:
         print(f"{question}: check stopped (interrupted); run the cell again to check")
         return
     print(format_report(question, results) + "\n(hidden cases, if any, run when grading)"
           + forbidden_note(question, test.get("forbid") or [], env))
+
+
+def public_results(test, env, seconds):
+    """The results of ``test``'s public cases, each run in a fresh copy of ``env`` with each
+    example under ``seconds``; after the first case that runs out of time the others are
+    not run (an endless loop in an answer would take their time too) and say so."""
+    results, stopped = [], False
+    for case in cases_of(test, False):
+        if stopped:
+            result = replace(judge(case["code"], None, []), received=f"not run: an earlier "
+                             f"case took longer than {seconds:g} s")
+        else:
+            result, = run_test(dict(test, suites=[{"cases": [case]}]), env, False, seconds)
+            stopped = TIMED_OUT in result.received
+        results.append(replace(result, hidden=False, format=not scores(case)))
+    return results
 
 
 def forbidden_note(question, forbid, env):

@@ -2,12 +2,13 @@
 student, every submission graded whatever the others do, no earlier row ever lost.
 
 Who holds what: this process reads the bundle (every case, its inputs and its expected
-values) and the submissions, and alone decides every score (:mod:`.scores`). Each group of a
-submission's questions runs in a sandbox of its own (:mod:`d2lattn.grading.sandbox`), which
-gets the submission's code cells and the cases' calls and inputs, never a case's source or
-expected value, and hands back plain data. Finding and naming the submissions is
+values) and the submissions, and alone decides every score
+(:mod:`d2lattn.grading.one_notebook`). Each group of a submission's questions runs in a
+sandbox of its own (:mod:`d2lattn.grading.sandbox`), which gets the submission's code cells
+and the cases' calls and inputs, never a case's source or expected value, and hands back
+plain data. Finding and naming the submissions is
 :mod:`.submissions`; the feedback files :mod:`.feedback`; the files of grades, the gradebook
-and its exports :mod:`.gradebook`.
+and its exports :mod:`.gradebook`; what a run records for the next one :mod:`.record`.
 """
 import json
 import os
@@ -15,97 +16,86 @@ import sys
 import tempfile
 import time
 from collections import namedtuple
-from dataclasses import replace
 from concurrent.futures import ThreadPoolExecutor, as_completed
+from dataclasses import replace
 from pathlib import Path
 
 from tqdm import tqdm
 
-from ..._checks import check_int, check_positive
-from ..forbid.names import forbidden_uses
 from ..forbid.shadow import Shadows
-from ..limits import CASE_SECONDS, MAX_BYTES, MAX_CODE, MAX_OUTPUT, NOTEBOOK_SECONDS
-from ..master.cases import call_request, in_case, is_format, judge, numbered, parse_case
-from ..master.notebook import runnable_cells
 from ..sandbox.channel import SandboxError, check_sandbox
-from ..sandbox.session import NO_RUN, run_submission
+from ..one_notebook import grade_notebook
+from ..sandbox.session import NO_RUN
 from .feedback import feedback, total
-from .gradebook import (Exports, Row, Student, changes, gradebook, read_roster, read_rows,
+from .gradebook import (Row, Student, changes, gradebook, read_roster, read_rows,
                         read_skipped, read_students, replaced, write_exports, write_grades,
-                        write_run, write_table)
-from .scores import score
+                        write_table)
+from .options import GradeOptions
+from .record import read_run, settle, write_run
 from .submissions import find_submissions, flagged, in_shard, name_students
 
 
-def grade(submissions, bundle, out, assignment=None, timeout=NOTEBOOK_SECONDS,
-          case_timeout=CASE_SECONDS, max_output=MAX_OUTPUT, log=None, unsafe=False,
-          max_bytes=MAX_BYTES, jobs=None, roster=None, shard=None, max_code=MAX_CODE,
-          progress=False, exports=Exports(), identities=None):
+def grade(submissions, bundle, out, options=None, **settings):
     """Grade the submissions in the folder ``submissions`` (``.ipynb`` files, or one folder
-    per student holding one notebook) against the autograder ``bundle`` folder, each in its
-    own sandbox (``unsafe=True``: without one, see :mod:`d2lattn.grading.sandbox`).
+    per student holding one notebook) against the autograder ``bundle`` folder, as
+    ``options`` (a :class:`.options.GradeOptions`) say, with ``settings`` (its fields, e.g.
+    ``timeout=60``) changed; each submission in its own sandboxes, one per group of questions
+    that forbid the same objects (``unsafe``: none, see :mod:`d2lattn.grading.sandbox`).
 
-    ``assignment``: the bundle's assignment; by default the one most notebooks name in their
-    metadata (release writes it), or the bundle's only one; a notebook that names another is
-    not run and its rows say so. A notebook's code cells run in each of its sandboxes (one
-    per group of questions) within ``timeout`` seconds, with at most ``max_output``
-    characters of output kept, then its public cases, then its hidden ones, each example
-    under ``case_timeout``.
-    A question scores its points times the fraction of its scored cases passed (format
-    checks earn nothing); 0 if its cell is missing or it uses a name its ``forbid`` list
-    names. Files over ``max_bytes`` or with over ``max_code`` characters of code are not run;
-    saved outputs are dropped unread.
+    A notebook that names another assignment in its metadata is not run and its rows say so.
+    A notebook's code cells run in each of its sandboxes within ``timeout`` seconds, then its
+    public cases, then its hidden ones, each example under ``case_timeout``. A question
+    scores its points times the fraction of its scored cases passed (format checks earn
+    nothing); 0 if its cell is missing or it uses a name its ``forbid`` list names. Saved
+    outputs are dropped unread.
 
     ``out`` gets ``grades.csv`` (student, question, points, max, reason), ``students.csv``,
     ``feedback/<student>.md``, ``executed/<student>.ipynb``, ``gradebook.csv``,
-    ``attention.csv``, ``canvas.csv`` and ``moodle.csv`` (written as ``exports``, a
-    :class:`d2lattn.grading.batch.gradebook.Exports`), ``skipped.csv``; the rows of students
-    graded before and not now are kept, and every file is rewritten whole after each
-    submission. ``roster``: a CSV of the
-    class (see :func:`d2lattn.grading.batch.gradebook.read_roster`). ``identities``
-    (``{file: student}``): the instructor's word on whose a submission is, above its hand-in
-    name and ``# STUDENT`` cell (see :func:`.submissions.name_students`). ``shard=(i, n)``: grade only
-    the i-th of n shares of the class (see ``merge``). ``log`` is called with one line per
-    submission as it finishes and with a summary of what changed; ``jobs`` submissions run
-    at a time (default: the number of cores); ``progress`` shows a bar. Returns this run's
-    rows. Raises SandboxError (after writing everything) if two or more submissions were run
-    and the sandbox of every one ended before any cell ran.
+    ``attention.csv``, ``canvas.csv``, ``moodle.csv``, ``skipped.csv``, ``run.json`` and the
+    roster's copy (:mod:`.record`: a later run into ``out`` reuses them); the rows of
+    students graded before and not now are kept, and every file is rewritten whole after
+    each submission. Returns this run's rows. Raises SandboxError (after writing everything)
+    if two or more submissions were run and the sandbox of every one ended before any cell
+    ran.
     """
-    if log is not None and not callable(log):
-        raise TypeError(f"log must be callable or None, got {log!r}")
-    limits = {"timeout": check_positive("timeout", timeout),
-              "case_timeout": check_positive("case_timeout", case_timeout),
-              "max_output": check_int("max_output", max_output, minimum=1)}
-    jobs = (os.cpu_count() or 1) if jobs is None else check_int("jobs", jobs, minimum=1)
-    subs, skipped = find_submissions(submissions, check_int("max_bytes", max_bytes, minimum=1),
-                                     check_int("max_code", max_code, minimum=1))
-    assignment, tests, release = load_bundle(bundle,
-                                             assignment or named_assignment(subs, bundle))
+    if options is not None and not isinstance(options, GradeOptions):
+        raise TypeError(f"options must be a GradeOptions, got {options!r}")
+    options = replace(options or GradeOptions(), **settings)
+    subs, skipped = find_submissions(submissions, options.max_bytes, options.max_code)
+    assignment, tests, release = load_bundle(
+        bundle, options.assignment or named_assignment(subs, bundle))
     subs = [other_release(other_assignment(sub, assignment), release) for sub in subs]
-    listed = read_roster(roster) if roster is not None else []
     out = Path(out)
+    exports, roster = settle(read_run(out), out, assignment, options.exports, options.roster,
+                             options.new_exports, options.say)
+    listed = read_roster(roster) if roster is not None else []
     students = read_students(out / "students.csv")
     subs, dropped = name_students(subs, listed, {s.student: s.file for s in students},
-                                  identities)
+                                  options.identities)
     skipped = skipped + dropped
-    if shard is not None:
-        subs = [sub for sub in subs if in_shard(sub.student, _check_shard(shard))]
-    check_sandbox(unsafe)
+    if options.shard is not None:
+        subs = [sub for sub in subs if in_shard(sub.student, options.shard)]
+    check_sandbox(options.unsafe)
     for folder in ("feedback", "executed"):
         (out / folder).mkdir(parents=True, exist_ok=True)
     before = read_rows(out / "grades.csv")
-    say = log or (lambda line: None)
-    moved = _moved(students, identities or {}, say)  # the instructor's word moves their rows
+    say = options.say
+    moved = _moved(students, options.identities, say)  # the instructor's word moves rows
     students = [s for s in students if s.student not in moved]
     rows, graded, ran = [row for row in before if row.student not in moved], [], []
-    with tempfile.TemporaryDirectory() as tmp, ThreadPoolExecutor(jobs) as pool, \
-            tqdm(total=len(subs), unit="notebook", disable=not progress, file=sys.stderr) as bar:
+    limits, unsafe = options.limits, options.unsafe
+    with tempfile.TemporaryDirectory() as tmp, \
+            ThreadPoolExecutor(options.jobs or os.cpu_count() or 1) as pool, \
+            tqdm(total=len(subs), unit="notebook", disable=not options.progress,
+                 file=sys.stderr) as bar:
         packages = Shadows(tmp)
         futures = {pool.submit(_timed, sub, tests, limits, packages, unsafe): sub
                    for sub in subs}
         for future in as_completed(futures):
             sub, (scores, results, executed, seconds) = futures[future], future.result()
             own = [Row(sub.student, *score) for score in scores]
+            sub = outcome_flagged(sub, own, executed, options.max_output)
+            futures[future] = sub
             graded += own
             rows = replaced(rows, own, lambda row: row.student)
             students = replaced(students, [Student(sub.student, sub.file, sub.name, sub.email,
@@ -117,12 +107,13 @@ def grade(submissions, bundle, out, assignment=None, timeout=NOTEBOOK_SECONDS,
             bar.update()
             if executed is not None:  # its code went to a sandbox
                 ran.append(not any(NO_RUN in row.reason for row in own))
+    subs = list(futures.values())
     questions = [(test["name"], test["points"]) for test in tests]
     graded_files = {sub.file for sub in subs}  # an entry skipped before may be graded now
     skipped_now = [entry for entry in replaced(read_skipped(out / "skipped.csv"), skipped,
                                                lambda e: e[0]) if entry[0] not in graded_files]
     write_table(out / "skipped.csv", ("entry", "why"), skipped_now)
-    write_run(out, assignment, questions, exports)
+    write_run(out, assignment, questions, exports, roster)
     write_exports(out, assignment, gradebook(rows, students, listed, questions), questions,
                   skipped_now, exports)
     flags = [f"{sub.file}: {'; '.join(sub.flags)} ({sub.note})" for sub in subs if sub.flags]
@@ -135,11 +126,30 @@ def grade(submissions, bundle, out, assignment=None, timeout=NOTEBOOK_SECONDS,
     return sorted(graded, key=lambda row: row.student.lower())
 
 
-def _check_shard(shard):
-    if not (isinstance(shard, tuple) and len(shard) == 2 and all(type(x) is int for x in shard)
-            and 1 <= shard[0] <= shard[1]):
-        raise ValueError(f"shard must be (i, n) with 1 <= i <= n, got {shard!r}")
-    return shard
+def outcome_flagged(sub, rows, executed, max_output):
+    """``sub`` flagged for what its grading shows needs the instructor's eye: ``not run``
+    (the grader or the sandbox failed, not the student: exported blank), ``time limit``
+    (points lost where the notebook's time limit stopped its cells or cases) and ``output
+    flood`` (its cells printed more than ``max_output`` characters, which also costs time).
+    ``rows`` are its :class:`.gradebook.Row`; ``executed`` its executed notebook (None if
+    not run)."""
+    failed = [row for row in rows if NO_RUN in row.reason
+              or row.reason.startswith("grader error")]
+    if failed and sub.notebook is not None:
+        sub = flagged(sub, "not run", f"{failed[0].reason}: the grader failed, not the "
+                                      "student; grade it again")
+    timed_out = [row for row in rows if "time limit" in row.reason and row.points < row.max]
+    if timed_out:
+        lost = sum(row.max - row.points for row in timed_out)
+        sub = flagged(sub, "time limit", f"{lost:g} points lost where the time limit stopped "
+                      f"it ({', '.join(row.question for row in timed_out)}); if its code is "
+                      f"slow rather than stuck, grade it again with a larger --timeout")
+    printed = sum(len(output.get("text", "")) for cell in (executed or {}).get("cells", [])
+                  for output in cell["outputs"])
+    if printed >= max_output:
+        sub = flagged(sub, "output flood", f"its cells printed over {max_output} characters "
+                      f"(the feedback keeps the first {max_output}), which takes time")
+    return sub
 
 
 def named_assignment(subs, bundle):
@@ -219,6 +229,13 @@ def load_bundle(bundle, assignment=None):
         raise ValueError(f"bundle must be the autograder folder written by release, "
                          f"got {str(bundle)!r}")
     names = [path.stem for path in sorted(Path(bundle).glob("*.json"))]
+    if not names:
+        inside = Path(bundle) / "autograder"
+        hint = f"; its autograder/ folder is one: pass --bundle {inside}" \
+            if any(inside.glob("*.json")) else ""
+        raise ValueError(f"bundle must be the autograder folder written by release, holding "
+                         f"one <assignment>.json per assignment, got {str(bundle)!r}, which "
+                         f"holds none{hint}")
     if assignment is None and len(names) == 1:
         assignment = names[0]
     if assignment is None and names:
@@ -229,65 +246,3 @@ def load_bundle(bundle, assignment=None):
                          f"{str(bundle)!r}), got {assignment!r}")
     data = json.loads((Path(bundle) / f"{assignment}.json").read_text(encoding="utf-8"))
     return Bundle(assignment, data["tests"], data.get("release"))
-
-
-def grade_notebook(nb, tests, limits, packages, unsafe=False):
-    """``(scores, results, executed notebook or None)`` of one notebook (a dict): run it in
-    the sandbox if it answers any question, then score every question of ``tests``.
-
-    The questions that forbid the same objects share one sandbox, whose d2lattn is
-    ``packages(forbidden names)`` (:class:`d2lattn.grading.forbid.shadow.Shadows`): a question's
-    forbidden objects are absent from its own run only. What a hidden phase gave beyond each
-    case's pass or fail (its errors, its notes) reaches no report.
-    """
-    cells = runnable_cells(nb)
-    present = {question for *_, question in cells} & {test["name"] for test in tests}
-    records, notes, outputs, executed = {}, {}, None, None
-    if present:
-        groups = {}
-        for test, case_id, case in numbered(tests):
-            if test["name"] in present:
-                phases = groups.setdefault(tuple(sorted(test["forbid"])), ([], []))
-                phases[bool(case.get("hidden"))].append(
-                    (test["name"], call_request(case_id, test["name"], case)))
-        done = run_submission([(n, text) for n, text, _ in cells],
-                              [(packages(forbid), [[r for _, r in phase] for phase in phases])
-                               for forbid, phases in groups.items()], **limits, unsafe=unsafe)
-        for phases, run in zip(groups.values(), done):
-            outputs = run.outputs if outputs is None else outputs
-            records.update(run.results)
-            public = [text for phase, text in run.notes if phase in (None, 0)]
-            notes.update((name, public) for phase in phases for name, _ in phase)
-        executed = _executed(cells, outputs)
-    scores, results = [], {}
-    for test in tests:
-        own = {number for number, _, question in cells if question == test["name"]}
-        outcome = [replace(judge(case["code"], in_case(case, records.get(case_id)),
-                                 case.get("expected", [])),
-                           hidden=case.get("hidden", False), format=is_format(_message(case)),
-                           raised=None if case.get("hidden") else
-                           getattr(records.get(case_id), "raised", None))
-                   for owner, case_id, case in numbered(tests) if owner is test]
-        if test["name"] in present:
-            results[test["name"]] = outcome
-        scores.append(score(test, test["name"] in present,
-                             forbidden_uses([cell[:2] for cell in cells], test["forbid"], own),
-                             outcome, notes.get(test["name"], [])))
-    return scores, results, executed
-
-
-def _message(case):
-    return parse_case(case["code"])[0]
-
-
-def _executed(cells, outputs):
-    """The code cells that ran, with their text outputs, as a notebook (dict)."""
-    return {"nbformat": 4, "nbformat_minor": 5, "metadata": {}, "cells": [
-        {"cell_type": "code", "id": f"cell-{number}", "execution_count": None, "source": text,
-         "metadata": {"d2lattn": {"cell": number, "question": question,
-                                  "error": getattr(outputs.get(number), "error", None)}},
-         "outputs": [{"output_type": "stream", "name": "stdout",
-                      "text": outputs[number].text}] if getattr(outputs.get(number), "text", "")
-         else []} for number, text, question in cells]}
-
-

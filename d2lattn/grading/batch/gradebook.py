@@ -1,16 +1,18 @@
 """A class's grades on disk: ``grades.csv`` (one row per student and question), kept across
 runs (a re-graded student's rows replace theirs, every other row stays) and across shards
-(:func:`merge`), and the tables made from it: ``gradebook.csv`` (one row per student, with the
-roster's students who handed nothing in, and a status saying what needs attention),
-``attention.csv`` (every flagged entry), ``canvas.csv`` and ``moodle.csv`` (the forms their
-grade import reads: roster students only). Every file is written whole or not at all."""
+(:func:`d2lattn.grading.batch.record.merge`), and the tables made from it: ``gradebook.csv``
+(one row per student, with the roster's students who handed nothing in, and a status saying
+what needs attention), ``attention.csv`` (every flagged entry), ``canvas.csv`` and
+``moodle.csv`` (the forms their grade import reads: roster students only, a blank where a
+hand-in is not resolved). Every file is written whole or not at all."""
 import csv
-import json
 import os
-import shutil
+import re
 import tempfile
 from collections import namedtuple
+from dataclasses import asdict, dataclass
 from pathlib import Path
+
 
 Row = namedtuple("Row", "student question points max reason")
 Student = namedtuple("Student", "student file name email status note",
@@ -18,11 +20,42 @@ Student = namedtuple("Student", "student file name email status note",
 Student.__doc__ = """A graded student: the ``file`` behind the id, what its ``# STUDENT`` cell
 says, its ``status`` (``graded``, or the flags that need attention, ``; ``-joined) and a
 ``note`` saying why."""
-Exports = namedtuple("Exports", "canvas_column missing_as_zero", defaults=(None, False))
-Exports.__doc__ = """How the exports are written: ``canvas_column``, the header of the
-assignment's column in ``canvas.csv`` (``Name (123)`` to map it to Canvas's assignment 123;
-digits alone give ``<assignment> (<digits>)``; default the assignment's name), and
-``missing_as_zero`` (0, not a blank, for a roster student with no submission)."""
+
+
+@dataclass(frozen=True)
+class Exports:
+    """How ``canvas.csv`` and ``moodle.csv`` are written. ``canvas_column``: the header of the
+    assignment's column in ``canvas.csv``, ``Name (123)`` as in a Canvas gradebook export
+    (Canvas's assignment 123), or its id alone (``123`` gives ``<assignment> (123)``); None:
+    the assignment's name (Canvas imports it as a new assignment). ``missing_as_zero``: 0, not
+    a blank, for a roster student with no submission. None in either: not said, so a
+    re-grade takes the value recorded in its out folder (:mod:`.record`), else the
+    default (the assignment's name; a blank). ValueError for a column without an id."""
+    canvas_column: str | None = None
+    missing_as_zero: bool | None = None
+
+    def __post_init__(self):
+        column = self.canvas_column
+        if column is not None and not (isinstance(column, str) and CANVAS_COLUMN.fullmatch(
+                column.strip())):
+            raise ValueError(f"canvas_assignment must be Canvas's column header 'Name (123)', "
+                             f"copied from a gradebook export, or the assignment's id 123, got "
+                             f"{column!r} (without its id Canvas imports a new assignment)")
+        if self.missing_as_zero not in (None, True, False):
+            raise TypeError(f"missing_as_zero must be a bool or None, got "
+                            f"{self.missing_as_zero!r}")
+
+    def said(self):
+        """``{field: value}`` of the settings given (not None)."""
+        return {key: value for key, value in asdict(self).items() if value is not None}
+
+
+CANVAS_COLUMN = re.compile(r"\d+|.*\S.*\(\d+\)")  # 123, or Name (123)
+# What Canvas's gradebook export calls its test student (Student View), in any case
+CANVAS_TEST_STUDENT = {"student, test", "test student"}
+# Flags of a hand-in whose grade is not the student's work graded against this release: its
+# points are exported blank, never 0, and the instructor decides
+UNRESOLVED = ("unreadable", "wrong assignment", "other release", "not run")
 ROSTER_COLUMNS = {  # our field: the column names it may have in a roster (any case)
     "name": ("name", "student", "full name"), "first": ("first name",),
     "last": ("last name", "surname"), "email": ("email", "email address"),
@@ -123,7 +156,11 @@ def read_roster(path):
     Possible`` row skipped; ``canvas`` is its ``ID``) and Moodle's participants export
     (``First name, Last name, ID number, Email address``) are read as they are. The student
     is the id column, else the login, else the e-mail, else Canvas's ``ID``. ``columns``
-    keeps the row as read, for the exports."""
+    keeps the row as read, for the exports. Canvas's test student (``Student, Test``, whom
+    Student View makes) is left out. ValueError naming the file if there is none."""
+    if not Path(path).is_file():
+        raise ValueError(f"roster must be a CSV file of the class, got {str(path)!r}: no such "
+                         f"file")
     with open(path, newline="", encoding="utf-8-sig") as table:
         reader = csv.DictReader(table)
         names = {name.strip().lower(): name for name in reader.fieldnames or []}
@@ -140,7 +177,9 @@ def read_roster(path):
             first, last = get.pop("first"), get.pop("last")
             get["name"] = get["name"] or " ".join(filter(None, (first, last)))
             student = get["id"] or get["login"] or get["email"] or get["canvas"]
-            if student and "Points Possible" not in (student, get["name"]):
+            test_student = found["canvas"] and get["name"].casefold() in CANVAS_TEST_STUDENT
+            if student and "Points Possible" not in (student, get["name"]) \
+                    and not test_student:
                 roster.append(dict(get, student=student, columns=row))
     return roster
 
@@ -148,8 +187,9 @@ def read_roster(path):
 def gradebook(rows, students, roster, questions):
     """One dict per student: id, name, e-mail, points per question, total, max, ``status``
     (``graded``; the flags of its submission; ``not on the roster``; ``no submission``, for a
-    roster student who handed nothing in), ``note``, ``file``, ``listed`` (on the roster) and
-    ``handed_in``. ``questions`` is ``[(name, points)]``."""
+    roster student who handed nothing in), ``note``, ``file``, ``listed`` (on the roster),
+    ``handed_in`` and ``resolved`` (handed in, and none of its flags :data:`UNRESOLVED`).
+    ``questions`` is ``[(name, points)]``."""
     by_student = {}
     for row in rows:
         by_student.setdefault(row.student, {})[row.question] = row.points
@@ -171,7 +211,8 @@ def gradebook(rows, students, roster, questions):
             "total": sum(points.values()), "max": sum(p for _, p in questions),
             "status": "; ".join(flags) or "graded", "note": own.note if own else "",
             "file": own.file if own else "", "listed": bool(entry),
-            "handed_in": student in by_student, "entry": entry})
+            "handed_in": student in by_student, "entry": entry,
+            "resolved": student in by_student and not set(flags) & set(UNRESOLVED)})
     return table
 
 
@@ -196,13 +237,22 @@ def write_exports(out, assignment, table, questions, skipped=(), exports=Exports
                 [[*canvas_ids(r), _score(r, exports)] for r in kept])
     write_table(Path(out) / "moodle.csv", ["Email address", "Username", "ID number",
                                             assignment],
-                [[r["email"], r["entry"].get("login", "") if rostered else r["student"],
-                  r["entry"].get("id", ""), _score(r, exports)] for r in kept])
+                [[*moodle_ids(r, rostered), _score(r, exports)] for r in kept])
+
+
+def moodle_ids(row, rostered):
+    """``Email address, Username, ID number`` of a gradebook row: the roster's only, never
+    what a student typed (a typed e-mail would send the grade to whoever owns it); without a
+    roster, the student's id (from the hand-in's name) as the username."""
+    entry = row["entry"]
+    if not rostered:
+        return ["", row["student"], ""]
+    return [entry.get("email", ""), entry.get("login", ""), entry.get("id", "")]
 
 
 def canvas_column(assignment, exports):
     """The header of ``canvas.csv``'s grade column (see :class:`Exports`)."""
-    column = exports.canvas_column
+    column = (exports.canvas_column or "").strip()
     if not column:
         return assignment
     return f"{assignment} ({column})" if column.isdigit() else column
@@ -219,44 +269,8 @@ def canvas_ids(row):
 
 
 def _score(row, exports):
-    """The total to import: blank for no submission, unless ``missing_as_zero``."""
-    return f"{row['total']:g}" if row["handed_in"] or exports.missing_as_zero else ""
-
-
-def write_run(out, assignment, questions, exports=Exports()):
-    """``run.json``: what :func:`merge` needs to know of a run."""
-    (Path(out) / "run.json").write_text(json.dumps(
-        {"assignment": assignment, "questions": questions, "exports": exports._asdict()}),
-        encoding="utf-8")
-
-
-def merge(out, shards, roster=(), exports=None):
-    """Join the outputs of ``shards`` (folders written by ``grade --shard``) into ``out``:
-    their rows, students, skipped entries, feedback and executed notebooks, then the
-    gradebook and exports (written as ``exports``, by default as the first shard's were).
-    Returns the merged rows."""
-    runs = [json.loads((Path(s) / "run.json").read_text(encoding="utf-8")) for s in shards]
-    if len({(r["assignment"], json.dumps(r["questions"])) for r in runs}) != 1:
-        raise ValueError(f"shards must grade the same assignment, got "
-                         f"{sorted({r['assignment'] for r in runs})}")
-    out = Path(out)
-    out.mkdir(parents=True, exist_ok=True)
-    rows = read_rows(out / "grades.csv")
-    students = read_students(out / "students.csv")
-    skipped = read_skipped(out / "skipped.csv")
-    for shard in map(Path, shards):
-        rows = replaced(rows, read_rows(shard / "grades.csv"), lambda r: r.student)
-        students = replaced(students, read_students(shard / "students.csv"),
-                            lambda s: s.student)
-        skipped = replaced(skipped, read_skipped(shard / "skipped.csv"), lambda s: s[0])
-        for folder in ("feedback", "executed"):
-            if (shard / folder).is_dir():
-                shutil.copytree(shard / folder, out / folder, dirs_exist_ok=True)
-    write_grades(out, rows, students)
-    write_table(out / "skipped.csv", ("entry", "why"), skipped)
-    questions = [tuple(q) for q in runs[0]["questions"]]
-    exports = exports or Exports(**runs[0].get("exports", {}))
-    write_run(out, runs[0]["assignment"], questions, exports)
-    write_exports(out, runs[0]["assignment"], gradebook(rows, students, roster, questions),
-                  questions, skipped, exports)
-    return rows
+    """The total to import: blank for a hand-in not resolved (:data:`UNRESOLVED`), and for no
+    submission unless ``missing_as_zero``."""
+    if row["resolved"]:
+        return f"{row['total']:g}"
+    return "0" if not row["handed_in"] and exports.missing_as_zero else ""

@@ -156,12 +156,14 @@ def name_students(submissions, roster=(), earlier=None, assigned=None):
     grades already kept) holds another file of theirs: then it is graded under its own id,
     flagged ``claimed identity``; so is each of several hand-ins of different people (Canvas
     user ids, Moodle names, Classroom folders, files) that type one e-mail, which none of them
-    takes. Of several submissions of one student the latest hand-in counts
-    (:func:`handed_in`), flagged ``duplicate``; the others are dropped. Everyone else's id is
-    the hand-in name made safe. ``roster`` rows are dicts with ``student``, ``email``, ``login``
-    and, optionally, ``canvas``, ``name``. ``assigned`` (``{file: student}``) is the
-    instructor's word, above all of this (flagged ``identity set by the instructor``):
-    ValueError if it names a file that is not there or a student id that is not safe."""
+    takes. A hand-in whose name identifies one roster student and whose cell types another's
+    e-mail is flagged ``e-mail of another student``. Of several submissions of one student
+    the latest hand-in counts (:func:`handed_in`), flagged ``duplicate``; the others are
+    dropped. Everyone else's id is the hand-in name made safe. ``roster`` rows are dicts with
+    ``student``, ``email``, ``login`` and, optionally, ``canvas``, ``name``. ``assigned``
+    (``{file: student}``) is the instructor's word, above all of this (flagged ``identity set
+    by the instructor``): ValueError if it names a file that is not there or a student id
+    that is not safe."""
     by_name = _by_name(roster)
     by_email = {key.lower(): row["student"] for row in roster
                 for key in (row.get("email"), row.get("login")) if key and "@" in key}
@@ -175,6 +177,7 @@ def name_students(submissions, roster=(), earlier=None, assigned=None):
     subs = [flagged(sub, "identity set by the instructor", f"given as --identity {sub.file}="
                     f"{assigned[sub.file]}") if sub.file in assigned else sub
             for sub in submissions]
+    subs = [other_student(sub, owner, by_email) for sub, owner in zip(subs, owners)]
     claims = {}
     for i, sub in enumerate(subs):
         claim = by_email.get(sub.email.lower()) if sub.email and not owners[i] else None
@@ -210,6 +213,18 @@ def name_students(submissions, roster=(), earlier=None, assigned=None):
         dropped += [(s.file, f"duplicate: an earlier hand-in of {student}, whose {keep.file} "
                              "was graded") for s in others]
     return [named[i] for i in sorted(named)], dropped
+
+
+def other_student(sub, owner, by_email):
+    """``sub``, flagged ``e-mail of another student`` if the hand-in system names it
+    ``owner`` but its ``# STUDENT`` cell types the e-mail of another roster student
+    (``by_email``: ``{e-mail: student}``): graded as ``owner``'s all the same."""
+    typed = by_email.get(sub.email.lower()) if sub.email and owner else None
+    if typed is None or typed == owner:
+        return sub
+    return flagged(sub, "e-mail of another student", f"its # STUDENT cell says {sub.email}, "
+                   f"the e-mail of roster student {typed}; graded as {owner}'s, whose hand-in "
+                   f"it is")
 
 
 def _person(sub):

@@ -8,7 +8,7 @@ import hashlib
 import json
 from pathlib import Path
 
-from ... import __version__
+from ...version import __version__
 from ..master.notebook import notebook_meta, read_notebook
 from ..sandbox.channel import check_sandbox
 from .split import named_masters, private_cases, split_master

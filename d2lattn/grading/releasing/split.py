@@ -22,8 +22,9 @@ RUN_METADATA = ("execution", "ExecuteTime", "collapsed", "scrolled")  # when and
 HAND_IN = """## Hand in
 
 1. Fill in the `# STUDENT` cell below: your name and the e-mail address your course knows you
-   by. The grader finds you by the e-mail (or else by the file's name); leave the `# STUDENT`
-   line as it is.
+   by, and leave the `# STUDENT` line as it is. The grader knows you by how you hand the file
+   in (your Canvas or Moodle account, your GitHub Classroom repository, else the file's name);
+   the e-mail only fills in where that names nobody.
 2. Save the notebook: in Jupyter, *File > Save*; on Colab, *File > Download > Download .ipynb*.
    Hand in that one `.ipynb` file the way your course says (an upload, or a commit to your
    GitHub Classroom repository), under the name your instructor gives, if any.

@@ -6,10 +6,10 @@ import tempfile
 from concurrent.futures import ThreadPoolExecutor
 
 from .. import limits
-from ..batch.grade_folder import grade_notebook
 from ..forbid.shadow import Shadows
 from ..master import calls, cases
 from ..master.notebook import cell_source, question_header, runnable_cells
+from ..one_notebook import grade_notebook
 from ..sandbox.session import run_submission
 from . import stubs
 

@@ -1,8 +1,8 @@
 """A question's score and reason from its cases' results: points times the share of scored
 cases passed (format checks earn nothing), 0 for a missing cell or a forbidden name; the
 reason names failed cases by their message, never their code."""
-from ..forbid.names import forbidden_message
-from ..master.cases import case_label, format_tally, tally
+from .forbid.names import forbidden_message
+from .master.cases import case_label, format_tally, tally
 
 
 def score(test, present, uses, outcome, notes):
