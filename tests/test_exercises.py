@@ -4,6 +4,7 @@ no scored case expects a verdict or a form; here the committed copies in exercis
 must be exactly what release writes, hold no hidden test, no solution, no MyST role and no raw
 label, no forbidden body is reachable, the book links to student notebooks only, and the
 package's wheel holds no master."""
+import ast
 import importlib
 import inspect
 import json
@@ -18,7 +19,7 @@ import numpy as onp
 import pytest
 
 import d2lattn
-from d2lattn.grading import release, student
+from d2lattn.grading import grade, release, student
 from d2lattn.grading.forbid import shadow
 from d2lattn.grading.master import cases
 from d2lattn.grading.releasing import stubs
@@ -273,3 +274,76 @@ def test_student_notebook_shows_no_raw_label_and_no_forbidden_hint(master):
                         and re.search(r"\b(use|call|compare|check|may|try)\b", sentence, re.I):
                     assert re.search(r"not allowed|do not|not use|forbid", sentence, re.I), \
                         (header[0], sentence)
+
+
+FORMAT_ONLY = '''
+
+def _stub_like(a, fill):  # each part of the master's answer: the public feedback's first value
+    if isinstance(a, (tuple, list)):  # of its type (a number, a string), whatever the input
+        return type(a)(_stub_like(item, fill) for item in a)
+    kinds = [kind for kind in (bool, int, float, str) if isinstance(a, kind)][:1]
+    seen = [value for value in SHOWN if kinds and type(value) is kinds[0]]
+    return seen[0] if seen else a * 0 + fill
+'''
+
+
+def shown_constants(tests):
+    """The numbers and strings a student's public feedback shows: the leaves of the public
+    cases' expected values and the literals in their code, in order."""
+    def leaves(value):
+        if value.get("t") in ("list", "tuple", "set"):
+            for item in value["v"]:
+                yield from leaves(item)
+        elif value.get("t") == "array":
+            yield from onp.ravel(value["v"]).tolist()
+        elif value.get("t") in ("num", "str", "bool"):
+            yield value["v"]
+
+    shown = []
+    for test in tests:
+        for case in cases.cases_of(test, False):
+            shown += [v for value in case["expected"] for v in leaves(value)]
+            for example in cases.parse_case(case["code"])[1]:
+                shown += [node.value for node in ast.walk(ast.parse(example.source))
+                          if isinstance(node, ast.Constant)
+                          and isinstance(node.value, (int, float, str))]
+    return list(dict.fromkeys(shown))
+
+
+def format_only(source, replays, shown):
+    """A question cell answered from the public feedback alone: a function returns the
+    expected value of its first public example, whatever the input, or (with no value shown)
+    its master's answer with every number and string replaced by the first shown one of its
+    type; a one-line answer the same."""
+    labels = dict(stubs.variants(source, replays))
+    text = labels.get("replays the expected value of public example 1") or \
+        labels["returns ones in the form of the master's answer"]
+    header = source.splitlines()[0]  # "# QUESTION ...": the stub's source lost it
+    return header + "\n" + text.replace(stubs.PRELUDE, stubs.PRELUDE + f"\nSHOWN = {shown!r}"
+                                         + FORMAT_ONLY)
+
+
+@pytest.mark.parametrize("master", MASTERS, ids=lambda p: p.stem)
+def test_a_format_only_submission_earns_nothing(master, released, tmp_path):
+    """Each chapter answered with constants copied from the public feedback (the expected
+    values of the public examples, the literals of their code; the question's own first) in
+    the form of the master's answers: every question scores 0, its hidden cases vary the
+    inputs that decide it."""
+    bundle = released / "autograder"
+    tests = json.loads((bundle / f"{master.stem}.json").read_text())["tests"]
+    nb = json.loads(master.read_text())
+    for cell in nb["cells"]:
+        header = question_header(cell)
+        if header:
+            test = next(t for t in tests if t["name"] == header[0])
+            replays = [value for case in cases.cases_of(test, False) if cases.scores(case)
+                       for value in case["expected"]]  # values, not a format check's verdict
+            shown = list(dict.fromkeys(shown_constants([test]) + shown_constants(tests)))
+            cell["source"] = format_only(cell_source(cell), replays, shown)
+    nb["metadata"] = json.loads((released / master.name).read_text())["metadata"]
+    (tmp_path / "in").mkdir()
+    (tmp_path / "in" / "format_only.ipynb").write_text(json.dumps(nb))
+    rows = grade(tmp_path / "in", bundle, tmp_path / "out", timeout=300, jobs=1)
+    assert rows and all("cases passed" in row.reason for row in rows), rows  # each one ran
+    assert all(row.points == 0 for row in rows), \
+        [(row.question, row.points, row.reason) for row in rows if row.points]

@@ -43,9 +43,10 @@ def run(code, tmp_path, groups=1, examples=(("result", True),), timeout=30):
     done = run_submission([(1, code)], [(shadows(forbid), [[steps_case(number, *examples)]])
                                         for number, forbid in enumerate(forbids)],
                           timeout, 10, 100_000)
-    return [([decoded(v) for v in group.results[number]["values"]]
+    return [([decoded(v) for v in group.results[number].values]
              if number in group.results else None,
-             (group.results.get(number) or {}).get("raised"), [text for _, text in group.notes])
+             getattr(group.results.get(number), "raised", None),
+             [text for _, text in group.notes])
             for number, group in enumerate(done)]
 
 
@@ -424,7 +425,7 @@ def test_every_public_phase_runs_before_any_hidden_phase(tmp_path):
                                  [steps_case(2 * n + 1, (clock, True))]])
               for n, forbid in enumerate([(), ("d2lattn.masked_softmax",)])]
     done = run_submission([(1, "x = 1")], groups, 60, 10, 1000)
-    times = {case: record["values"][0]["v"] for group in done
+    times = {case: record.values[0]["v"] for group in done
              for case, record in group.results.items()}
     assert sorted(times) == [0, 1, 2, 3]
     assert max(times[0], times[2]) < min(times[1], times[3]), times
@@ -440,7 +441,7 @@ case = {"id": 0, "question": "q", "scope": None, "steps": [
      "inputs": None, "want": True}]}
 group, = run_submission([(1, "import os")], [(shadow.Shadows(tempfile.mkdtemp())(()), [[case]])],
                         60, 10, 1000)
-print(json.dumps(group.results[0]["values"]))'''
+print(json.dumps(group.results[0].values))'''
 
 
 def test_a_sandbox_runs_at_the_graders_nice_value_in_one_autogroup():
@@ -535,8 +536,9 @@ def test_a_hidden_case_tells_only_whether_it_passed(tmp_path, bundle):
 
 # --- a sandbox per group: nothing passes from one to the next -----------------------------
 
-GROUP_TRACES = '''import glob, os, time
-seen = sorted(glob.glob("/tmp/**", recursive=True) + glob.glob("/dev/shm/*"))
+GROUP_TRACES = '''import glob, os, sys, time
+seen = sorted(path for path in glob.glob("/tmp/**", recursive=True) + glob.glob("/dev/shm/*")
+              if not path.startswith((sys.prefix, sys.base_prefix)))  # a Python under /tmp
 alive = len([pid for pid in os.listdir("/proc") if pid.isdigit()])
 first = os.fork()  # the PID namespace's counter, then the tmpfs's inode counter
 if first == 0:
@@ -580,8 +582,8 @@ def test_a_group_leaves_nothing_to_the_next_and_processes_are_capped(tmp_path):
         [(1, GROUP_TRACES)], [group(0, ()), group(1, ("d2lattn.masked_softmax",))],
         timeout=60, case_timeout=5, max_output=10_000)
     (seen, alive, forked, counters), = [[part["v"] for part in value["v"]]
-                                        for value in first.results[0]["values"]]
-    assert "stash" not in str(seen) and first.results[0]["values"] == second.results[1]["values"]
+                                        for value in first.results[0].values]
+    assert "stash" not in str(seen) and first.results[0].values == second.results[1].values
     assert alive == 1 and 0 < forked < limits.RLIMITS["RLIMIT_NPROC"]  # the runner: PID 1
     assert counters[0]["v"] > 1  # the control: a fork got a pid, and the same in the next group
     assert processes_gone("d2lattn-runner", part="comm")  # every runner has ended
@@ -675,7 +677,7 @@ def test_records_forged_by_a_group_never_reach_the_grader(tmp_path):
                                       (shadows(("d2lattn.masked_softmax",)),
                                        [[call_case(1, "x + 1")]])],
         timeout=30, case_timeout=5, max_output=10_000)
-    assert second.results[1]["values"] == [{"t": "num", "v": 1}]
+    assert second.results[1].values == [{"t": "num", "v": 1}]
     assert 1 not in first.results  # a record it forged for another group's case: dropped
 
 
@@ -686,7 +688,7 @@ def test_the_sandbox_starts_from_a_python_path_with_dot_dot(tmp_path, monkeypatc
     monkeypatch.setattr(sys, "executable", f"{tmp_path}/{up}{sys.executable.lstrip('/')}")
     group, = run_submission([(1, "x = 2")], [(shadow.Shadows(tmp_path)(()),
                                                [[call_case(0, "1 + x")]])], 30, 5, 1000)
-    assert group.results[0]["values"] == [{"t": "num", "v": 3}], group.notes
+    assert group.results[0].values == [{"t": "num", "v": 3}], group.notes
 
 
 def test_the_sandboxed_package_keeps_its_data_files(tmp_path):
@@ -698,9 +700,21 @@ def test_the_sandboxed_package_keeps_its_data_files(tmp_path):
         [(shadow.Shadows(tmp_path)(("d2lattn.masked_softmax",)),
           [[call_case(0, "load_paragraphs()[:3]", "read_doc_topics('test')[0][:3]")]])],
         60, 30, 1000)
-    assert group.results[0]["raised"] is None, group
-    assert group.results[0]["values"] == [runner.encode(load_paragraphs()[:3]),
+    assert group.results[0].raised is None, group
+    assert group.results[0].values == [runner.encode(load_paragraphs()[:3]),
                                     runner.encode(read_doc_topics("test")[0][:3])]
+
+
+def test_the_sandboxed_package_leaves_the_stored_runs_out(tmp_path):
+    """The runs stored by tools/ (weights and records, for the book) are not copied into
+    each sandbox; the package's code and corpora are."""
+    package = shadow.Shadows(tmp_path)(())
+    data = {Path(path).name for path in package if path.startswith("d2lattn/data/")}
+    assert {"small_bert.safetensors", "nmt_runs.json", "finetune_runs.json"} <= {
+        path.name for path in (Path(shadow.PACKAGE) / "data").iterdir()}  # the control
+    assert not {name for name in data if name.endswith((".json", ".safetensors"))}, data
+    assert {"doc_topics.tsv", "pydoc_paragraphs.txt.gz", "__init__.py"} <= data
+    assert sum(len(text) for text in package.values()) * 3 / 4 < 1 << 20  # bytes
 
 
 def test_grading_refuses_to_run_without_a_sandbox(tmp_path, monkeypatch):
@@ -725,10 +739,10 @@ def test_output_comes_from_the_first_group_and_a_loop_costs_one_group_its_time(t
         timeout=4, case_timeout=5, max_output=1_000_000)
     seconds = time.monotonic() - start
     note = "time limit of 4 s reached in code cell 3; later cells did not run"
-    assert first.outputs[1]["text"] == "x" * 100_000 + "\n" and first.notes == [(None, note)]
-    assert second.outputs[1]["text"] == "" and second.notes == [(None, note)]
+    assert first.outputs[1].text == "x" * 100_000 + "\n" and first.notes == [(None, note)]
+    assert second.outputs[1].text == "" and second.notes == [(None, note)]
     assert 3 not in second.outputs  # the loop did not run again
-    assert [first.results[0]["values"], second.results[1]["values"]] == [
+    assert [first.results[0].values, second.results[1].values] == [
         [{"t": "num", "v": 42}]] * 2
     print(f"two groups, one loop: {seconds:.1f} s")  # one time limit (4 s), not two
 

@@ -1,6 +1,6 @@
 """Every limit and default of the grader, in one place. (The runner, which runs alone inside
 the sandbox, keeps its own three: the numbers in one value, the characters of one string
-and of an error message, in :mod:`d2lattn.grading.sandbox.runner`.)"""
+and of an error message, in :mod:`d2lattn.grading.master.steps`.)"""
 from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parents[1]  # d2lattn: copied into each sandbox, read whole

@@ -2,6 +2,8 @@
 group run in a sandbox of its own (:mod:`d2lattn.grading.sandbox.session`), every question
 scored (:mod:`.scores`). What both a class's grading (:mod:`.batch`) and release's check
 that the master scores full marks and its student notebook 0 (:mod:`.releasing.verify`) run."""
+from dataclasses import replace
+
 from .forbid.names import forbidden_uses
 from .master.cases import call_request, in_case, is_format, judge, numbered, parse_case
 from .master.notebook import runnable_cells
@@ -40,11 +42,11 @@ def grade_notebook(nb, tests, limits, packages, unsafe=False):
     scores, results = [], {}
     for test in tests:
         own = {number for number, _, question in cells if question == test["name"]}
-        outcome = [dict(judge(case["code"], in_case(case, records.get(case_id)),
-                              case.get("expected", [])),
-                        hidden=case.get("hidden", False), format=is_format(_message(case)),
-                        raised=None if case.get("hidden") else
-                        (records.get(case_id) or {}).get("raised"))
+        outcome = [replace(judge(case["code"], in_case(case, records.get(case_id)),
+                                 case.get("expected", [])),
+                           hidden=case.get("hidden", False), format=is_format(_message(case)),
+                           raised=None if case.get("hidden") else
+                           getattr(records.get(case_id), "raised", None))
                    for owner, case_id, case in numbered(tests) if owner is test]
         if test["name"] in present:
             results[test["name"]] = outcome
@@ -63,9 +65,9 @@ def _executed(cells, outputs):
     return {"nbformat": 4, "nbformat_minor": 5, "metadata": {}, "cells": [
         {"cell_type": "code", "id": f"cell-{number}", "execution_count": None, "source": text,
          "metadata": {"d2lattn": {"cell": number, "question": question,
-                                  "error": outputs.get(number, {}).get("error")}},
+                                  "error": getattr(outputs.get(number), "error", None)}},
          "outputs": [{"output_type": "stream", "name": "stdout",
-                      "text": outputs[number]["text"]}] if outputs.get(number, {}).get("text")
+                      "text": outputs[number].text}] if getattr(outputs.get(number), "text", "")
          else []} for number, text, question in cells]}
 
 

@@ -12,9 +12,9 @@ def score(test, present, uses, outcome, notes):
         return name, 0, points, "question cell missing"
     if uses:
         return name, 0, points, f"uses {', '.join(uses)}, which this question forbids"
-    scored = [case for case in outcome if not case["format"]]
-    passed = sum(case["passed"] for case in scored)
-    raised = [case["raised"] or "" for case in outcome]  # public cases only
+    scored = [case for case in outcome if not case.format]
+    passed = sum(case.passed for case in scored)
+    raised = [case.raised or "" for case in outcome]  # public cases only
     called = [name for name in sorted(test["forbid"])  # named by the bundle, not the sandbox
               if f"PermissionError: {forbidden_message(name)}" in raised]
     extra = [f"called {', '.join(called)}, which this question forbids"] if called else []
@@ -28,9 +28,9 @@ def _verdict(outcome):
     counted as the feedback counts them (format checks apart)."""
     failed, counts = [], {False: 0, True: 0}
     for case in outcome:
-        counts[case["hidden"]] += 1
-        if not case["passed"]:
-            about = f" ({case['message']})" if case["message"] else ""
-            failed.append(f"{case_label(case, counts[case['hidden']])}{about}")
+        counts[case.hidden] += 1
+        if not case.passed:
+            about = f" ({case.message})" if case.message else ""
+            failed.append(f"{case_label(case, counts[case.hidden])}{about}")
     verdict = f"{tally(outcome)} cases passed{format_tally(outcome)}"
     return verdict + (f"; failed: {', '.join(failed)}" if failed else "")

@@ -2,6 +2,7 @@
 ``check``, which runs a question's public cases in the notebook itself and prints a report."""
 import sys
 import textwrap
+from dataclasses import replace
 
 from .forbid.names import forbidden_uses
 from .limits import CHECK_CASE_SECONDS
@@ -53,12 +54,12 @@ def public_results(test, env, seconds):
     results, stopped = [], False
     for case in cases_of(test, False):
         if stopped:
-            result = dict(judge(case["code"], None, []), received=f"not run: an earlier case "
-                          f"took longer than {seconds:g} s")
+            result = replace(judge(case["code"], None, []), received=f"not run: an earlier "
+                             f"case took longer than {seconds:g} s")
         else:
             result, = run_test(dict(test, suites=[{"cases": [case]}]), env, False, seconds)
-            stopped = TIMED_OUT in result.get("received", "")
-        results.append(dict(result, hidden=False, format=not scores(case)))
+            stopped = TIMED_OUT in result.received
+        results.append(replace(result, hidden=False, format=not scores(case)))
     return results
 
 

@@ -11,13 +11,18 @@ from .callgraph import call_graph
 from .names import body, forbidden_message
 
 
+STORED_RUNS = ("*.json", "*.safetensors")  # in d2lattn/data: what tools/ stored, for the book
+
+
 def shadow_package(forbid, folder):
     """Copy ``d2lattn`` into ``folder`` with each object of ``forbid`` (dotted names), and the
     private helpers that only it uses (:func:`d2lattn.grading.forbid.names.body`), replaced
-    by a stub that raises PermissionError; return the copy's path. Raises ValueError for a
-    name that is not a function or class defined at the top of a d2lattn module."""
+    by a stub that raises PermissionError; return the copy's path. The stored runs of
+    ``d2lattn/data`` (:data:`STORED_RUNS`, 3 MB that no exercise reads) are left out; its
+    corpora stay. Raises ValueError for a name that is not a function or class defined at
+    the top of a d2lattn module."""
     target = Path(folder) / "d2lattn"
-    shutil.copytree(PACKAGE, target, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+    shutil.copytree(PACKAGE, target, ignore=_left_out)
     stubs = {}
     for dotted in list(forbid) + (body(forbid)[0] if forbid else []):
         module, name = call_graph().resolve(dotted)
@@ -27,6 +32,13 @@ def shadow_package(forbid, folder):
         path = path / "__init__.py" if path.is_dir() else path.with_suffix(".py")
         path.write_text(_stubbed(path.read_text(encoding="utf-8"), names), encoding="utf-8")
     return target
+
+
+def _left_out(folder, names):
+    left = shutil.ignore_patterns("__pycache__", "*.pyc")(folder, names)
+    if Path(folder) == PACKAGE / "data":
+        left |= shutil.ignore_patterns(*STORED_RUNS)(folder, names)
+    return left
 
 
 class Shadows:

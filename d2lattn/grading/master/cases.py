@@ -13,16 +13,17 @@ example without an expected value is a setup step. A case whose message starts w
 ``format:`` checks the form of an answer (a type, a context): it is reported but earns nothing.
 A hidden case's message is all that grading shows of it: never its code or its values.
 Release evaluates every expected expression once, in the master's namespace, and stores its
-plain value (:func:`d2lattn.grading.sandbox.runner.encode`) in the bundle as ``expected``,
+plain value (:func:`d2lattn.grading.master.steps.encode`) in the bundle as ``expected``,
 beside the case's ``call`` (:mod:`d2lattn.grading.master.calls`): the only part of it a
 submission's sandbox receives. Grading compares the submission's plain values with the expected ones
 (:func:`d2lattn.grading.master.values.same`).
 """
 import ast
 import doctest
+from dataclasses import replace
 
-from ..sandbox import runner
-from . import values
+from ..protocol import CaseRecord, CaseResult
+from . import steps, values
 
 
 def cases_of(test, hidden):
@@ -101,7 +102,8 @@ def number_in(test, case):
 
 def plan_request(case_id, question, plan):
     """The runner's request for one case of the master at release (see
-    :func:`d2lattn.grading.sandbox.runner.plan_case`): every step, the inputs to make, the scope."""
+    :func:`d2lattn.grading.sandbox.runner.plan_case`): every step, the inputs to make, the
+    scope."""
     return {"id": case_id, "question": question, "scope": plan.scope, "plan": [
         {"source": s.source, "want": s.want, "call": s.call, "inputs": s.inputs}
         for s in plan.steps]}
@@ -112,9 +114,9 @@ def call_of(plan, record):
     then the pickled ``scope`` and, per step sent to the sandbox, its ``call``, its pickled
     ``inputs`` and whether its value is checked (``want``)."""
     skip = sum(step.call is None for step in plan.steps)
-    return {"skip": skip, "scope": record["scope"], "steps": [
+    return {"skip": skip, "scope": record.scope, "steps": [
         {"call": step.call, "inputs": inputs, "want": step.want is not None}
-        for step, inputs in zip(plan.steps[skip:], record["inputs"][skip:])]}
+        for step, inputs in zip(plan.steps[skip:], record.inputs[skip:])]}
 
 
 def call_request(case_id, question, case):
@@ -126,33 +128,32 @@ def call_request(case_id, question, case):
 
 
 def in_case(case, record):
-    """A submission's ``record`` with ``at`` counted over all of the case's examples (the
-    sandbox counts the steps it received), as :func:`judge` reads it; None stays None."""
-    if record is None or record["at"] is None:
-        return record
-    return dict(record, at=record["at"] + case["call"]["skip"])
+    """A submission's :class:`~d2lattn.grading.protocol.CaseRecord` with ``at`` counted over
+    all of the case's examples (the sandbox counts the steps it received), as :func:`judge`
+    reads it; None stays None."""
+    return None if record is None else record.after(case["call"]["skip"])
 
 
 def judge(code, record, expected):
-    """One case's result from the runner's ``record`` (None if it sent none) and the
-    ``expected`` plain values: ``{"passed", "message"}`` and, for a failure, the ``source``,
-    ``expected`` (the master's text) and ``received`` of its first failing example."""
+    """One case's :class:`~d2lattn.grading.protocol.CaseResult` from the runner's ``record``
+    (a :class:`~d2lattn.grading.protocol.CaseRecord`, None if it sent none) and the
+    ``expected`` plain values."""
     message, examples = parse_case(code)
     if record is None:
         return _failure(message, examples[0] if examples else None, "no result (the run "
                         "stopped before this case)")
     wanted = 0
     for index, example in enumerate(examples):
-        if record["at"] == index:
-            return _failure(message, example, f"raised {values.one_line(record['raised'])}")
+        if record.at == index:
+            return _failure(message, example, f"raised {values.one_line(record.raised)}")
         if example.want:
-            if wanted >= min(len(record["values"]), len(expected)):
+            if wanted >= min(len(record.values), len(expected)):
                 return _failure(message, example, "no value")
-            got = record["values"][wanted]
+            got = record.values[wanted]
             if not values.same(got, expected[wanted]):
                 return _failure(message, example, values.show(got))
             wanted += 1
-    return {"passed": True, "message": message}
+    return CaseResult(True, message)
 
 
 def run_test(test, env, hidden=False, time_limit=None):
@@ -162,28 +163,27 @@ def run_test(test, env, hidden=False, time_limit=None):
     results = []
     for number, case in enumerate(cases_of(test, hidden)):
         record = _run_examples(number, case["code"], dict(env), time_limit)
-        results.append(dict(judge(case["code"], record, record["wants"]),
-                            hidden=case.get("hidden", False)))
+        results.append(replace(judge(case["code"], record, record.wants),
+                               hidden=case.get("hidden", False)))
     return results
 
 
 def _run_examples(number, code, env, seconds):
-    """``{"values", "wants", "raised", "at"}`` of a case's examples run in ``env``."""
-    runner.seed(number, None)
+    """The :class:`~d2lattn.grading.protocol.CaseRecord` of a case's examples run in ``env``."""
+    steps.seed(number, None)
     values, wants = [], []
     for index, example in enumerate(parse_case(code)[1]):
         try:
-            with runner.time_limit(seconds):
-                value = runner.evaluate(example.source, env)
+            with steps.time_limit(seconds):
+                value = steps.evaluate(example.source, env)
                 if example.want:
-                    values.append(runner.encode(value))
-                    wants.append(runner.encode(eval(example.want, env)))
+                    values.append(steps.encode(value))
+                    wants.append(steps.encode(eval(example.want, env)))
         except KeyboardInterrupt:
             raise  # the notebook's Stop button: check() ends now, not at the next case
         except BaseException as err:  # noqa: B036 - a case must not end check()
-            return {"values": values, "wants": wants, "raised": runner.raised_text(err),
-                    "at": index}
-    return {"values": values, "wants": wants, "raised": None, "at": None}
+            return CaseRecord(values, steps.raised_text(err), index, wants)
+    return CaseRecord(values, None, None, wants)
 
 
 def format_report(name, results):
@@ -191,9 +191,9 @@ def format_report(name, results):
     then hidden cases one by one by their message only, never their code or values. Counts
     leave format checks out (they earn nothing), as the grade's reason does, and give them
     apart."""
-    public = [r for r in results if not r["hidden"]]
-    hidden = [r for r in results if r["hidden"]]
-    if any(not r.get("format") for r in public):
+    public = [r for r in results if not r.hidden]
+    hidden = [r for r in results if r.hidden]
+    if any(not r.format for r in public):
         lines = [f"{name}: {tally(public)} public cases passed{format_tally(public)}"]
     else:  # its public cases only check the form of the answer; the hidden ones score
         lines = [f"{name}: no public case earns points here{format_tally(public)}"]
@@ -208,39 +208,39 @@ def format_report(name, results):
 
 def tally(results, form=False):
     """E.g. '1 of 2': the cases of ``results`` passed, format checks only if ``form``."""
-    chosen = [r for r in results if bool(r.get("format")) is form]
-    return f"{sum(r['passed'] for r in chosen)} of {len(chosen)}"
+    chosen = [r for r in results if r.format is form]
+    return f"{sum(r.passed for r in chosen)} of {len(chosen)}"
 
 
 def format_tally(results):
     """E.g. ' (format checks: 1 of 1)', or '' when ``results`` hold no format check."""
     return f" (format checks: {tally(results, True)})" \
-        if any(r.get("format") for r in results) else ""
+        if any(r.format for r in results) else ""
 
 
 def case_label(result, number):
     """How every report names a case: 'hidden case 2', 'public format check 1', ..."""
-    return ("hidden" if result.get("hidden") else "public") + \
-        (" format check " if result.get("format") else " case ") + str(number)
+    return ("hidden" if result.hidden else "public") + \
+        (" format check " if result.format else " case ") + str(number)
 
 
 def format_case(number, result):
     """The report lines of one public case."""
     lines = [_headline(case_label(result, number).removeprefix("public "), result)]
-    if not result["passed"]:
-        source = result["source"].rstrip("\n").replace("\n", "\n      ... ")
-        lines += [f"      >>> {source}", f"      expected: {result['expected']}",
-                  f"      received: {result['received']}"]
+    if not result.passed:
+        source = result.source.rstrip("\n").replace("\n", "\n      ... ")
+        lines += [f"      >>> {source}", f"      expected: {result.expected}",
+                  f"      received: {result.received}"]
     return lines
 
 
 def _headline(label, result):
     """E.g. '  case 2 FAILED: each row is normalised on its own'."""
-    verdict = "passed" if result["passed"] else "FAILED"
-    return f"  {label} {verdict}" + (f": {result['message']}" if result["message"] else "")
+    verdict = "passed" if result.passed else "FAILED"
+    return f"  {label} {verdict}" + (f": {result.message}" if result.message else "")
 
 
 def _failure(message, example, received):
-    return {"passed": False, "message": message,
-            "source": example.source if example else "", "received": received,
-            "expected": example.want.strip() if example and example.want else ""}
+    return CaseResult(False, message, source=example.source if example else "",
+                      expected=example.want.strip() if example and example.want else "",
+                      received=received)

@@ -1,5 +1,5 @@
 """Plain values in the grader's process: is a submission's value (as the sandbox encoded it,
-see :func:`d2lattn.grading.sandbox.runner.encode`) the expected one, and how to show it.
+see :func:`d2lattn.grading.master.steps.encode`) the expected one, and how to show it.
 
 Nothing here calls a submission's object: both sides are JSON data, and the comparison runs on
 the grader's own NumPy. Numbers, booleans, arrays and (nested) lists or tuples of numbers are

@@ -41,20 +41,20 @@ def expected_values(nb, tests, unsafe=False):
     with tempfile.TemporaryDirectory() as tmp:
         group, = run_submission(cells, [(Shadows(tmp)(()), [phase])], **limits.RELEASE,
                                 unsafe=unsafe)
-    errors = [f"code cell {n}: {o['error']}" for n, o in group.outputs.items() if o["error"]]
+    errors = [f"code cell {n}: {o.error}" for n, o in group.outputs.items() if o.error]
     errors += [text for _, text in group.notes]
     failed = []
     for test, case_id, case in cases.numbered(tests):
         record = group.results.get(case_id)
-        result = cases.judge(case["code"], record, record["wants"] if record else [])
-        if record is not None and (record["raised"] or "").startswith("PicklingError"):
+        result = cases.judge(case["code"], record, record.wants if record else [])
+        if record is not None and (record.raised or "").startswith("PicklingError"):
             failed.append(f"{test['name']}, case {cases.number_in(test, case)} cannot be "
-                          f"turned into data for the sandbox: {record['raised']}")
-        elif not result["passed"]:
+                          f"turned into data for the sandbox: {record.raised}")
+        elif not result.passed:
             failed.append(f"{test['name']}, case {cases.number_in(test, case)}: "
-                          f"{result['received']}")
+                          f"{result.received}")
         else:
-            case["expected"] = record["wants"]
+            case["expected"] = record.wants
             case["call"] = cases.call_of(plans[case_id], record)
     if errors or failed:
         raise ValueError(f"the master does not pass its own tests: {errors + failed}")
@@ -112,7 +112,7 @@ def trivial_answers(nb, tests, cells, unsafe=False):
         if record is None:
             raise ValueError(f"{test['name']}: the trivial answer that {label} could not be "
                              f"graded: {notes}")
-        if cases.judge(case["code"], cases.in_case(case, record), case["expected"])["passed"]:
+        if cases.judge(case["code"], cases.in_case(case, record), case["expected"]).passed:
             passed.append((test["name"], cases.number_in(test, case), label))
     return passed
 

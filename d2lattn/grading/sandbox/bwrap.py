@@ -8,10 +8,11 @@ each runner instead becomes a user of its own before any submission code runs: a
 uid of a range no account uses (:data:`limits.UIDS`), one per group. The prepared process
 keeps only the capabilities it needs to give each runner its own namespaces and folders
 (and, as root, its user); each runner drops them all and loads a seccomp filter
-(:mod:`d2lattn.grading.sandbox.syscalls`) that denies keyrings, System V and POSIX IPC, new
-sessions and namespaces, mounts, tracing and the kernel's other interfaces (``/proc/keys``
-and ``/proc/key-users`` are masked), so nothing is shared through the kernel with the grader,
-another sandbox or another group.
+(:mod:`d2lattn.grading.sandbox.syscalls`) that denies keyrings, file locks and leases,
+page-cache probes and hints, file watches, System V and POSIX IPC, new sessions and
+namespaces, mounts, tracing and the kernel's other interfaces (``/proc/keys``,
+``/proc/key-users`` and ``/proc/locks`` are masked), so nothing is shared through the kernel
+with the grader, another sandbox or another group but timing (see exercises/README.md).
 
 Everything bubblewrap mounts is read-only: the Python installation and its packages (an
 installed d2lattn hidden; installations under ``/tmp`` or reached through a symbolic link
@@ -30,19 +31,23 @@ read and change anything the grader's user can).
 import functools
 import json
 import os
+import select
 import shutil
 import socket
 import subprocess
 import sys
 import tempfile
 import threading
+import time
 from pathlib import Path
 
 from .. import limits
 from ..limits import PACKAGE
+from ..master import steps
 from . import runner, syscalls, zygote
 
-RUNNER = Path(runner.__file__).read_text(encoding="utf-8")
+RUNNER = "\n\n".join(Path(module.__file__).read_text(encoding="utf-8")
+                     for module in (steps, runner))  # the runner's source, whole
 ZYGOTE = Path(zygote.__file__).read_text(encoding="utf-8")
 COMPAT = (PACKAGE / "_compat.py").read_text(encoding="utf-8")
 ETC = ["ld.so.cache", "ld.so.conf", "ld.so.conf.d", "alternatives", "localtime", "passwd",
@@ -189,8 +194,9 @@ class Unsandboxed:
 
 
 class Sandboxed:
-    """A runner forked by the prepared process: its input, output, error output (a file)
-    and the lifeline the grader lets go of to kill it."""
+    """A runner forked by the prepared process: its input, output, error output (a file),
+    the lifeline the grader lets go of to kill it and the deathbed, which ends once nothing
+    of its sandbox is left."""
     scratch = "/tmp"
     preloaded = True  # the prepared process imported NumPy and MXNet before the fork
 
@@ -199,10 +205,12 @@ class Sandboxed:
         theirs_in, stdin = os.pipe()
         stdout, theirs_out = os.pipe()
         theirs_life, self.lifeline = os.pipe()
+        self.deathbed, theirs_bed = os.pipe()
         try:
-            prepared.send_fds([theirs_in, theirs_out, self.errors_file.fileno(), theirs_life])
+            prepared.send_fds([theirs_in, theirs_out, self.errors_file.fileno(), theirs_life,
+                               theirs_bed])
         finally:
-            for fd in (theirs_in, theirs_out, theirs_life):
+            for fd in (theirs_in, theirs_out, theirs_life, theirs_bed):
                 os.close(fd)  # the runner's ends: if the request failed, these end it at once
         self.stdin, self.stdout = os.fdopen(stdin, "wb"), os.fdopen(stdout, "rb")
 
@@ -216,21 +224,33 @@ class Sandboxed:
             self.lifeline = None
 
     def close(self):
+        """Once killed: wait until every process of the sandbox has ended."""
         _close(self.stdin, self.stdout)
+        if self.deathbed is not None:
+            with os.fdopen(self.deathbed, "rb") as bed:
+                select.select([bed], [], [], start_allowance())
+            self.deathbed = None
+            self.prepared.release()
 
 
 class Prepared:
     """The prepared process of one configuration (:mod:`zygote`): its bubblewrap and the
-    socket to it."""
+    socket to it. It is closed only once it is retired (:func:`prepared` started another)
+    and none of its runners is alive, so a replacement never kills a live sandbox."""
 
     def __init__(self, key, argv, config):
         self.key, self.lock, self.errors_file = key, threading.Lock(), tempfile.TemporaryFile()
+        self.live, self.retired, self.ready = 0, False, False
+        self.answered = threading.Event()
         self.socket, theirs = socket.socketpair()
         started = threading.Event()
         threading.Thread(target=self._keep, args=(argv, theirs, started), daemon=True).start()
         started.wait()
         theirs.close()
-        self.ready = self.process is not None and self._configure(config)
+        if self.process is None:
+            self.answered.set()
+        else:
+            threading.Thread(target=self._configure, args=(config,), daemon=True).start()
 
     def _keep(self, argv, theirs, started):
         """Start bubblewrap and wait for it: bwrap dies with the thread that started it
@@ -247,26 +267,38 @@ class Prepared:
             self.process.wait()
 
     def _configure(self, config):
-        """Send the configuration; True once the prepared process says it is ready."""
+        """Send the configuration and wait, however long it takes, until the prepared process
+        says it is ready (then its start is measured) or ends."""
+        begin = time.monotonic()
         try:
             self.socket.sendall((json.dumps(config) + "\n").encode())
-            self.socket.settimeout(limits.STARTUP_SECONDS)
             answer = b""
             while not answer.endswith(b"\n"):
                 byte = self.socket.recv(1)
                 if not byte:
-                    return False
+                    break
                 answer += byte
-            self.socket.settimeout(None)
-            return answer == b"ready\n"
+            self.ready = answer == b"ready\n"
         except OSError:
-            return False
+            self.ready = False
+        if self.ready:
+            _started(time.monotonic() - begin)
+        self.answered.set()
 
     def alive(self):
-        return self.ready and self.process.poll() is None
+        """False once it failed to start or ended; True while it starts, however slowly."""
+        return self.process is not None and self.process.poll() is None \
+            and (self.ready or not self.answered.is_set())
 
     def send_fds(self, fds):
-        """Ask for a runner on ``fds``; nothing happens if the prepared process has ended."""
+        """Ask for a runner on ``fds`` once the prepared process is ready (waiting at most
+        :func:`start_allowance` seconds); nothing happens if it is not."""
+        if not self.answered.wait(start_allowance()):
+            with self.lock:
+                self.errors_file.write(f"the sandbox's prepared process did not start within "
+                                       f"{start_allowance():.0f} s\n".encode())
+        if not self.ready:
+            return
         with self.lock:
             try:
                 socket.send_fds(self.socket, [b"g"], fds)
@@ -274,26 +306,61 @@ class Prepared:
                 pass
 
     def fork(self):
+        with self.lock:
+            self.live += 1
         return Sandboxed(self)
 
+    def release(self):
+        """One of its runners has ended: close it if it is retired and that was the last."""
+        with self.lock:
+            self.live -= 1
+            last = self.retired and self.live == 0
+        if last:
+            self.close()
+
+    def retire(self):
+        """Another prepared process replaces this one: close it now, or once its last live
+        runner has ended."""
+        with self.lock:
+            self.retired = True
+            idle = self.live == 0
+        if idle:
+            self.close()
+
     def errors(self):
-        return _head(self.errors_file)
+        with self.lock:
+            return _head(self.errors_file)
 
     def close(self):
         self.socket.close()  # the prepared process ends when the socket does
         if self.process is not None:
             try:
-                self.process.wait(timeout=limits.STARTUP_SECONDS)
+                self.process.wait(timeout=start_allowance())
             except subprocess.TimeoutExpired:
                 os.killpg(self.process.pid, 9)
 
 
 _prepared, _lock = None, threading.Lock()
+_slowest = [0.0]  # seconds: the slowest start of a prepared process measured in this process
+
+
+def _started(seconds):
+    _slowest[0] = max(_slowest[0], seconds)
+
+
+def start_allowance():
+    """Seconds allowed for a sandbox to start: :data:`limits.STARTUP_SECONDS`, or five times
+    the slowest start measured so far if that is longer, times the load per core (at least
+    1), so that a loaded machine gets the time it needs."""
+    load = os.getloadavg()[0] / (os.cpu_count() or 1)
+    return max(limits.STARTUP_SECONDS, 5 * _slowest[0]) * max(1.0, load)
 
 
 def prepared():
     """The prepared process for this grader's configuration (its Python, its nice value),
-    started on first use and again whenever it ended or the configuration changed."""
+    started on first use and again whenever it ended, failed to start or the configuration
+    changed; the one it replaces is retired (see :class:`Prepared`), never killed with live
+    sandboxes. A slow start is waited for (see :meth:`Prepared.send_fds`), never replaced."""
     global _prepared
     binds = _outside_usr(_binds())
     under_tmp = [path for path in binds if _inside(path, ["/tmp"])]
@@ -311,7 +378,7 @@ def prepared():
     with _lock:
         if _prepared is None or _prepared.key != key or not _prepared.alive():
             if _prepared is not None:
-                _prepared.close()
+                _prepared.retire()
             _prepared = Prepared(key, argv, config)
         return _prepared
 

@@ -10,6 +10,7 @@ import threading
 import time
 
 from .. import limits
+from ..protocol import cells_message, start_message
 from . import bwrap
 
 _checked = False  # the runner started once in this process (see check_sandbox)
@@ -53,7 +54,7 @@ def _start_once():
     try:
         run.listen([("cells_done",)])
         ok = run.send(run.start(limits.RLIMITS, None, {})) and run.send(
-            {"cells": [[1, "1"]], "timeout": 60, "max_output": 100})
+            cells_message([(1, "1")], 60, 100))
         if ok and run.collect(lambda record: False, "cells_done", 90)[1] == "done":
             return None
     finally:
@@ -86,13 +87,13 @@ class Run:
         grader's nice value (the whole sandbox runs at it), the group's d2lattn, and
         ``compat`` (the shim to preload NumPy and MXNet with, or None) unless its process
         has them already."""
-        compat = None if self.process.preloaded else compat
-        return {"limits": limits, "compat": compat, "scratch": self.process.scratch,
-                "uid": self.uid, "nice": bwrap.nice(), "package": package}
+        return start_message(limits, self.uid, bwrap.nice(),
+                             None if self.process.preloaded else compat, package,
+                             self.process.scratch)
 
     def listen(self, keys):
         """From now on keep only records with a key of ``keys``, one each: ``("cell", n)``,
-        ``("case", id)``, ``("phase_done", i)`` or ``("cells_done",)``."""
+        ``("case", id)`` or ``("cells_done",)``."""
         with self.lock:
             self.keys, self.taken = set(keys), set()
 
@@ -123,12 +124,11 @@ class Run:
             if key is None or key not in self.keys or key in self.taken:
                 return None
             size = _size(record)
+            self.taken.add(key)
             if size > self.objects:
                 self.over_budget = True
-                if len(key) > 1 and key[0] != "phase_done":
-                    return None
-            self.objects -= min(size, self.objects)
-            self.taken.add(key)
+                return dict([key]) if len(key) > 1 else record  # its key alone: no values
+            self.objects -= size
         return record
 
     def send(self, message):
@@ -141,10 +141,10 @@ class Run:
             return False
 
     def collect(self, accept, done, seconds):
-        """Of the records kept (see :meth:`listen`), those ``accept`` takes, until one has
-        the key ``done``, the runner ends or ``seconds`` pass. Returns ``(records, how,
-        value)``: how is "done" (value: that record's ``done`` entry), "ended" or "timeout"
-        (value None)."""
+        """Of the records kept (see :meth:`listen`), what ``accept`` makes of them (None:
+        not taken), until one has the key ``done``, the runner ends or ``seconds`` pass.
+        Returns ``(taken, how, value)``: how is "done" (value: that record's ``done``
+        entry), "ended" or "timeout" (value None)."""
         deadline, taken = time.monotonic() + seconds, []
         while not self.ended:
             try:
@@ -155,9 +155,23 @@ class Run:
                 self.ended = True
             elif done in record:
                 return taken, "done", record[done]
-            elif accept(record):
-                taken.append(record)
+            else:
+                taken += [kept for kept in [accept(record)] if kept is not None]
         return taken, "ended", None
+
+    def take(self, seconds):
+        """The next record kept (see :meth:`listen`) within ``seconds``: ``(record, "done")``,
+        else ``(None, how)``, how "ended" or "timeout"."""
+        if self.ended:
+            return None, "ended"
+        try:
+            record = self.records.get(timeout=max(0.0, seconds))
+        except queue.Empty:
+            return None, "timeout"
+        if record is None:
+            self.ended = True
+            return None, "ended"
+        return record, "done"
 
     def errors(self):
         """What the sandbox wrote on its standard error before any submission code ran
@@ -172,11 +186,11 @@ class Run:
 
 
 def _key(record):
-    """A record's key: ``("cell", n)``, ``("case", id)``, ``("phase_done", i)`` or
-    ``("cells_done",)``; None for anything else."""
+    """A record's key: ``("cell", n)``, ``("case", id)`` or ``("cells_done",)``; None for
+    anything else."""
     if not isinstance(record, dict):
         return None
-    for name in ("cell", "case", "phase_done"):
+    for name in ("cell", "case"):
         if type(record.get(name)) is int:
             return name, record[name]
     return ("cells_done",) if "cells_done" in record and "case" not in record else None

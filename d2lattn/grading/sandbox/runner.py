@@ -9,9 +9,10 @@ sandbox for each group of questions (the questions that forbid the same objects)
    what the notebook needs before any submission code runs;
 2. ``{"cells", "timeout", "max_output"}``: it runs the code cells in IPython and sends each
    cell's text output and error line, then ``{"cells_done": note}``;
-3. one line per phase of cases (the public ones; later, once every group's public results are
-   in, the hidden ones): ``{"cases": [...], "case_timeout"}``; for each case it sends the plain
-   values (:func:`encode`) its checked steps returned, then ``{"phase_done": index}``.
+3. one line per case, ``{"case", "case_timeout"}``, the next only once the record of the
+   one before is in: it sends the plain values (:func:`encode`) the case's checked steps
+   returned. So no other case (its calls, inputs or scope) is in the sandbox while one runs:
+   not the rest of its phase, not the cases of a phase to come.
 
 A case it receives is data (see :mod:`d2lattn.grading.master.calls`): the call of each step (the
 answer's names applied to inputs), the inputs as values and the case's scope, both pickled by
@@ -19,7 +20,9 @@ the master's run at release. It never receives a case's source, a helper, an exp
 or another group's anything, and it decides nothing. At release the same runner, running the
 *master*, receives the case's whole plan, runs the setup steps, and sends back the inputs
 and scope it made (:func:`plan_case`) with the master's values and expected values.
-Standard library only, so it needs neither d2lattn nor numpy.
+Standard library only, so it needs neither d2lattn nor numpy. How a step is seeded, timed,
+evaluated and its value encoded is :mod:`d2lattn.grading.master.steps`, whose source the
+grader sends ahead of this one's (:data:`d2lattn.grading.sandbox.bwrap.RUNNER`).
 """
 import base64
 import contextlib
@@ -28,60 +31,15 @@ import io
 import json
 import os
 import pickle
-import random
 import resource
 import signal
 import sys
-import threading
 import types
 
-MAX_ITEMS = 200_000  # numbers in one value
-MAX_TEXT = 10_000  # characters of one string or repr
-SHOWN = 300  # characters of an error message
+if __package__:  # in the grader; in a sandbox, the source of steps.py comes before this one
+    from ..master.steps import encode, evaluate, raised_text, seed, time_limit
+
 INPUTS = "_d2lattn_inputs"  # the module that rebuilds pickled MXNet arrays in both runners
-
-
-def encode(value, depth=0):
-    """``value`` as plain JSON data: ``{"t": kind, "v": ...}``. Numbers, strings, None, lists,
-    tuples, dicts, sets, NumPy and MXNet arrays (``dtype``, ``shape``, nested lists), MXNet
-    contexts, dtypes and types; any other object as its type name and repr."""
-    if depth > 20:
-        raise ValueError("a value nested more than 20 levels deep")
-    kind = type(value)
-    if value is None or kind in (bool, str):
-        text = value[:MAX_TEXT] if kind is str else value
-        return {"t": "none" if value is None else kind.__name__, "v": text}
-    if kind in (int, float):
-        return {"t": "num", "v": value}
-    module, np = getattr(kind, "__module__", "") or "", sys.modules.get("numpy")
-    if np is not None and isinstance(value, np.dtype):
-        return {"t": "dtype", "v": str(value)}
-    if np is not None and isinstance(value, np.generic):
-        return encode(value.item(), depth + 1)  # a NumPy scalar
-    if module.startswith("mxnet") and hasattr(value, "asnumpy"):
-        value = value.asnumpy()
-    if np is not None and type(value) is np.ndarray:
-        if value.size > MAX_ITEMS:
-            raise ValueError(f"an array of {value.size} numbers (at most {MAX_ITEMS})")
-        return {"t": "array", "dtype": str(value.dtype), "shape": list(value.shape),
-                "v": value.tolist()}
-    if module.startswith("mxnet") and kind.__name__ in ("Context", "Device"):
-        return {"t": "context", "v": str(value)}
-    if kind in (list, tuple, set, frozenset, dict):
-        if len(value) > MAX_ITEMS:
-            raise ValueError(f"a {kind.__name__} of {len(value)} items (at most {MAX_ITEMS})")
-        if kind is dict:
-            return {"t": "dict", "v": [[encode(k, depth + 1), encode(v, depth + 1)]
-                                       for k, v in dict.items(value)]}
-        items = [encode(item, depth + 1) for item in (list.__iter__(value) if kind is list
-                                                       else iter(value))]
-        if kind in (set, frozenset):
-            return {"t": "set", "v": sorted(items, key=lambda item: json.dumps(item))}
-        return {"t": kind.__name__, "v": items}
-    if isinstance(value, type):
-        return {"t": "type", "v": f"{value.__module__}.{value.__qualname__}"}
-    return {"t": "object", "type": f"{module}.{kind.__qualname__}",
-            "v": repr(value)[:MAX_TEXT]}
 
 
 # --- inputs: pickled by the master's run, unpickled only inside a sandbox -----------------
@@ -174,9 +132,9 @@ def main(confine=None):
     _not_dumpable()
     request = json.loads(inbox.readline())
     send({"cells_done": _run_cells(shell, request, send)})
-    for index, line in enumerate(inbox):
-        _run_phase(shell.user_ns, json.loads(line), send)
-        send({"phase_done": index})
+    del request
+    for line in inbox:  # one case a message, sent once the previous one's record is in
+        _run_case(shell.user_ns, json.loads(line), send)
 
 
 def _install(package, scratch):
@@ -302,20 +260,13 @@ def _error(result):
     return None if err is None else raised_text(err)
 
 
-def raised_text(err):
-    """'ValueError: the message' of an exception, its message cut to SHOWN characters."""
-    text = str(err)
-    text = text if len(text) <= SHOWN else text[:SHOWN] + " ..."
-    return f"{type(err).__name__}" + (f": {text}" if text else "")
-
-
-def _run_phase(user_ns, phase, send):
-    """Run each case of a phase, each on a fresh copy of the notebook's namespace: its
-    calls (grading) or, for a master at release, its whole plan."""
-    for case in phase["cases"]:
-        env = dict(user_ns)
-        run = plan_case if "plan" in case else run_call
-        send(dict(run(case, env, phase["case_timeout"]), case=case["id"]))
+def _run_case(user_ns, request, send):
+    """Run one case on a fresh copy of the notebook's namespace: its calls (grading) or, for a
+    master at release, its whole plan. No other case is in this process meanwhile: the grader
+    sends the next one only once this one's record is in."""
+    case = request["case"]
+    run = plan_case if "plan" in case else run_call
+    send(dict(run(case, dict(user_ns), request["case_timeout"]), case=case["id"]))
 
 
 def run_call(case, env, seconds):
@@ -372,49 +323,6 @@ def plan_case(case, env, seconds):
                     "scope": scope, "inputs": inputs}
     return {"values": values, "wants": wants, "raised": None, "at": None, "scope": scope,
             "inputs": inputs}
-
-
-def seed(case, step):
-    """Seed ``random``, NumPy and MXNet for one step of a case, the same in the master's run
-    and in every submission's (``step`` None: the case's setup)."""
-    number = (case * 1009 + (0 if step is None else step + 1)) % (1 << 32)
-    random.seed(number)
-    for name in ("numpy", "mxnet"):
-        module = sys.modules.get(name)
-        if module is not None:
-            module.random.seed(number)
-
-
-def evaluate(source, env):
-    """The value of an expression ``source`` in ``env``; a statement is run (None)."""
-    try:
-        code = compile(source, "<test case>", "eval")
-    except SyntaxError:
-        exec(compile(source, "<test case>", "exec"), env)
-        return None
-    return eval(code, env)
-
-
-class time_limit:
-    """Raise TimeoutError in the block after ``seconds``."""
-
-    def __init__(self, seconds):
-        self.seconds = seconds
-
-    def __enter__(self):
-        if self.seconds is None or not hasattr(signal, "setitimer") \
-                or threading.current_thread() is not threading.main_thread():
-            self.seconds = None  # no limit: Windows, or check() called from a thread
-            return
-        signal.signal(signal.SIGALRM, self._stop)
-        signal.setitimer(signal.ITIMER_REAL, self.seconds, 0.5)
-
-    def __exit__(self, *exc):
-        if self.seconds is not None:
-            signal.setitimer(signal.ITIMER_REAL, 0)
-
-    def _stop(self, signum, frame):
-        raise TimeoutError(f"took longer than {self.seconds:g} s")
 
 
 if __name__ == "__main__":

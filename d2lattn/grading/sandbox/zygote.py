@@ -5,18 +5,21 @@ The grader starts ``python -c <this file's source>`` in bubblewrap (:mod:`bwrap`
 end of a socket as its standard input. It reads one JSON line (the runner's source, the
 grader's nice value, d2lattn's compatibility shim, the seccomp filter and the sizes of /tmp
 and /dev/shm), imports NumPy, MXNet, matplotlib and IPython, answers ``ready`` and then, for
-each single byte that arrives with four file descriptors (the runner's input, output, error
-output and a lifeline), forks:
+each single byte that arrives with five file descriptors (the runner's input, output, error
+output, a lifeline and a deathbed), forks:
 
 - a **keeper**, which enters new mount, PID, IPC, network, UTS and cgroup namespaces (as
   an ordinary user, a user namespace too, in which the kernel counts the group's processes),
   and waits until the grader lets go of the lifeline (then kills the group) or the group ends;
+  it holds the deathbed until it has reaped the runner, the last process of the group to end
+  (the kernel ends every other process of a PID namespace before its first one), so the
+  grader learns when nothing of the group is left;
 - the **runner**, PID 1 of the new PID namespace (which ignores the signals its own
-  processes send it) and leader of a session of its own, which mounts a fresh ``/proc`` (keyrings
-  masked, the kernel's settings read-only), ``/tmp`` and ``/dev/shm``, closes every other
-  descriptor and runs :func:`runner.main`. Before any submission code runs, the runner
-  becomes its user, drops every capability, forbids new privileges and loads the seccomp
-  filter (:func:`confine`).
+  processes send it) and leader of a session of its own, which mounts a fresh ``/proc``
+  (keyrings and the host's file locks masked, the kernel's settings read-only), ``/tmp`` and
+  ``/dev/shm``, closes every other descriptor and runs :func:`runner.main`. Before any
+  submission code runs, the runner becomes its user, drops every capability, forbids new
+  privileges and loads the seccomp filter (:func:`confine`).
 
 So no two groups share a writable file, a process, a counter of a namespace (process ids,
 inodes of /tmp) or a kernel object, and none can reach the prepared process: it is in a PID
@@ -42,7 +45,8 @@ PR_CAP_AMBIENT = 47
 SECCOMP_MODE_FILTER, CAP_VERSION_3 = 2, 0x20080522
 OPEN_TREE, MOVE_MOUNT = 428, 429  # system call numbers, the same on every architecture
 OPEN_TREE_CLONE, AT_RECURSIVE, AT_FDCWD, MOVE_MOUNT_F_EMPTY_PATH = 1, 0x8000, -100, 4
-MASKED = ("keys", "key-users")  # in /proc: the kernel's keyrings, every user's
+MASKED = ("keys", "key-users", "locks")  # in /proc: the kernel's keyrings, every user's, and
+# every file lock on the host
 READ_ONLY = ("sys", "sysrq-trigger", "irq", "bus")  # in /proc, as bubblewrap leaves them
 
 libc = ctypes.CDLL(None, use_errno=True)
@@ -69,10 +73,10 @@ def main():
     signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # keepers are reaped by the kernel
     control.sendall(b"ready\n")
     while True:
-        message, fds, _, _ = socket.recv_fds(control, 1, 4)
+        message, fds, _, _ = socket.recv_fds(control, 1, 5)
         if not message:
             return
-        if len(fds) == 4 and os.fork() == 0:
+        if len(fds) == 5 and os.fork() == 0:
             control.close()
             _keep(fds, runner, config)
         for fd in fds:
