@@ -87,9 +87,11 @@ TOGETHER = {"test_book.py": "the book's build", "test_browser.py": "the book's b
 # none longer than a minute, follow in collection order and fill the gaps. Seconds each took
 # in a run with -n 2 on 2 cores at load average 7 to 10 (2026-11-28; 1918 s, the workers
 # 1824 and 1829 s busy): 618, 414, 377, 312, 256, 237, 94. Chapter 3, 1177 s then, now loads
-# its stored models and takes about 40 s (issue 34), so it is no longer among them.
+# its stored models and takes about 40 s (issue 34), so it is no longer among them. The
+# grader's session and channel tests (issue 42, about two minutes together) follow.
 LONGEST_FIRST = ["09_gpt.ipynb", "the book's build", "sandboxes", "08_bert_finetuning.ipynb",
-                 "10_attention_at_scale.ipynb", "06_transformer.ipynb", "07_bert.ipynb"]
+                 "10_attention_at_scale.ipynb", "06_transformer.ipynb", "07_bert.ipynb",
+                 "test_session.py", "test_channels.py"]
 
 
 def pytest_collection_modifyitems(items):
