@@ -79,7 +79,8 @@ TOGETHER = {"test_book.py": "the book's build", "test_browser.py": "the book's b
             "test_pdf.py": "the book's build", "test_exercises.py": "sandboxes",
             "test_gradebook.py": "sandboxes", "test_batch.py": "sandboxes",
             "test_release.py": "sandboxes", "test_identity.py": "sandboxes",
-            "test_sandbox.py": "sandboxes"}
+            "test_sandbox.py": "sandboxes", "test_session.py": "grader sessions",
+            "test_channels.py": "grader sessions"}
 
 
 # The longest units start first, longest first, so that the two workers finish together
@@ -91,7 +92,7 @@ TOGETHER = {"test_book.py": "the book's build", "test_browser.py": "the book's b
 # grader's session and channel tests (issue 42, about two minutes together) follow.
 LONGEST_FIRST = ["09_gpt.ipynb", "the book's build", "sandboxes", "08_bert_finetuning.ipynb",
                  "10_attention_at_scale.ipynb", "06_transformer.ipynb", "07_bert.ipynb",
-                 "test_session.py", "test_channels.py"]
+                 "grader sessions"]
 
 
 def pytest_collection_modifyitems(items):
