@@ -41,7 +41,7 @@ def found(own):
         spaces += [frame.f_locals, frame.f_globals]
         frame = frame.f_back
     for space in spaces:
-        for value in (space.values() if isinstance(space, dict) else space):
+        for value in (space.values() if hasattr(space, "values") else space):
             for text in (value if isinstance(value, (list, tuple)) else [value]):
                 if isinstance(text, str) and "found(" in text:
                     seen |= {int(part.split(")")[0]) for part in text.split("found(")[1:]
