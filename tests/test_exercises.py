@@ -5,6 +5,7 @@ must be exactly what release writes, hold no hidden test, no solution, no MyST r
 label, no forbidden body is reachable, the book links to student notebooks only, and the
 package's wheel holds no master."""
 import ast
+import copy
 import importlib
 import inspect
 import json
@@ -25,7 +26,10 @@ from d2lattn.grading.master import cases
 from d2lattn.grading.releasing import stubs
 from d2lattn.grading.forbid import names as forbid_module
 from d2lattn.grading.forbid.callgraph import call_graph
-from d2lattn.grading.master.notebook import cell_source, parse_options, question_header
+from d2lattn.grading.master.notebook import (ONE_LINE, cell_source, parse_options,
+                                             question_header)
+from d2lattn.grading.master.variant import cell_params, parameters, variant_index, with_params
+from d2lattn.grading.releasing.split import split_master
 from grading_support import require_sandbox
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -34,15 +38,24 @@ STUDENTS = ROOT / "exercises" / "student"
 ROLE = re.compile(r"\{[a-z][\w:-]*\}`")
 
 
+CLASS = "name,email,login\nAda Lovelace,ada@uni.edu,ada\nAlan Turing,alan@uni.edu,alan\n"
+VARIED = ("ch1", "ch2", "ch4", "ch6", "ch9", "ch10")  # chapters with per-student variants
+
+
 @pytest.fixture(scope="module")
 def released(tmp_path_factory):
-    """Every chapter released once: this runs each master and its student notebook in the
-    sandbox and raises if a master misses a point or a student notebook earns one."""
+    """Every chapter released once, to a class of two, each their own variant: this runs each
+    master and its student notebook in the sandbox and raises if a master misses a point or a
+    student notebook earns one, or if on either student's variant a master misses a case or
+    a trivial answer passes one (.ci/run checks 8 more drawn variants)."""
     if not MASTERS:
         pytest.skip("no masters here (a public copy keeps them private, exercises/README.md)")
     require_sandbox()
     out = tmp_path_factory.mktemp("released")
-    release(ROOT / "exercises", out, seeds=1)  # .ci/run checks 8 drawn variants
+    (out.parent / "roster.csv").write_text(CLASS)
+    (out.parent / "course.secret").write_text("the exercises' test secret, not a real one")
+    release(ROOT / "exercises", out, seeds=0, roster=out.parent / "roster.csv",
+            secret=out.parent / "course.secret")
     return out
 
 
@@ -340,10 +353,99 @@ def test_a_format_only_submission_earns_nothing(master, released, tmp_path):
                        for value in case["expected"]]  # values, not a format check's verdict
             shown = list(dict.fromkeys(shown_constants([test]) + shown_constants(tests)))
             cell["source"] = format_only(cell_source(cell), replays, shown)
-    nb["metadata"] = json.loads((released / master.name).read_text())["metadata"]
+    own = json.loads((released / "students" / "ada" / master.name).read_text())
+    nb["metadata"] = own["metadata"]  # Ada's, graded on her variant where there are some
+    nb = with_params(nb, cell_params(own)) if cell_params(own) else nb
     (tmp_path / "in").mkdir()
-    (tmp_path / "in" / "format_only.ipynb").write_text(json.dumps(nb))
-    rows = grade(tmp_path / "in", bundle, tmp_path / "out", timeout=300, jobs=1)
+    (tmp_path / "in" / "ada.ipynb").write_text(json.dumps(nb))
+    rows = grade(tmp_path / "in", bundle, tmp_path / "out", timeout=300, jobs=1,
+                 roster=released.parent / "roster.csv")
     assert rows and all("cases passed" in row.reason for row in rows), rows  # each one ran
     assert all(row.points == 0 for row in rows), \
         [(row.question, row.points, row.reason) for row in rows if row.points]
+
+
+def test_the_chapters_named_have_variants_that_change_their_questions_text():
+    """Each chapter of :data:`VARIED` draws numbers for its questions: a ``# VARIANT`` cell, and
+    two drawn variants give two student notebooks that differ in a question's text."""
+    varied = {master.stem.split("_")[0]: master for master in MASTERS
+              if variant_index(json.loads(master.read_text())) is not None}
+    assert set(VARIED) <= set(varied), sorted(varied)
+    for prefix in VARIED:
+        nb = json.loads(varied[prefix].read_text())
+        source = cell_source(nb["cells"][variant_index(nb)])
+        texts = [[cell_source(cell) for cell in split_master(nb, prefix, params)[0]["cells"]
+                  if cell["cell_type"] == "markdown"]
+                 for params in (parameters(source, 1), parameters(source, 2))]
+        assert any(a != b for a, b in zip(*texts)), prefix  # numbers in a question's text
+    assert {"ch1", "ch2", "ch4"} <= set(NUMERIC)  # the chapters with numbers to copy
+
+
+def numeric_answers(nb):
+    """The names a master's one-line solutions (``answer_q6 = ...  # SOLUTION``) assign."""
+    return [name.strip() for cell in nb["cells"] if question_header(cell)
+            for line in cell_source(cell).splitlines() if ONE_LINE.match(line)
+            for name in ONE_LINE.match(line)["target"].split(",")]
+
+
+def master_of(prefix):
+    return next(m for m in MASTERS if m.stem.split("_")[0] == prefix)
+
+
+# The varied chapters whose questions include a number to copy (Chapters 6, 9 and 10 vary
+# the inputs their function questions are called on in hidden cases instead)
+NUMERIC = [prefix for prefix in VARIED if any(m.stem.split("_")[0] == prefix for m in MASTERS)
+           and numeric_answers(json.loads(master_of(prefix).read_text()))]
+
+
+PLAIN = """def plain(value):
+    if isinstance(value, (list, tuple)):
+        return type(value)(plain(item) for item in value)
+    return value.item() if hasattr(value, "item") else value
+print("ANSWERS", repr({name: plain(globals()[name]) for name in NAMES}))"""
+
+
+@pytest.mark.parametrize("prefix", NUMERIC)
+def test_a_classmates_numbers_copied_in_earn_nothing(prefix, released, tmp_path):
+    """Ada hands in the master's answers on her variant: full marks. Alan hands in the same
+    code with Ada's numeric answers copied in as numbers: every question whose answer is a
+    number scores 0 for him, every other one full marks."""
+    master = master_of(prefix)
+    nb, bundle = json.loads(master.read_text()), released / "autograder"
+    names = numeric_answers(nb)
+    answers, copied = {}, {}
+    for student in ("ada", "alan"):
+        own = json.loads((released / "students" / student / master.name).read_text())
+        sub = dict(copy.deepcopy(with_params(nb, cell_params(own))), metadata=own["metadata"])
+        if student == "ada":
+            sub["cells"].append({"cell_type": "code", "metadata": {}, "outputs": [],
+                                 "execution_count": None,
+                                 "source": f"NAMES = {names!r}\n" + PLAIN})
+        else:
+            for cell in sub["cells"]:
+                lines = cell_source(cell).splitlines()
+                if question_header(cell) and any(ONE_LINE.match(line) for line in lines):
+                    cell["source"] = "\n".join(_copied(line, answers) for line in lines)
+                    copied[question_header(cell)[0]] = True
+        (tmp_path / student).mkdir()
+        (tmp_path / student / f"{student}.ipynb").write_text(json.dumps(sub))
+        rows = grade(tmp_path / student, bundle, tmp_path / f"out-{student}", timeout=300,
+                     jobs=1, roster=released.parent / "roster.csv")
+        if student == "ada":
+            assert all(row.points == row.max for row in rows), rows
+            executed = json.loads((tmp_path / "out-ada" / "executed" / "ada.ipynb").read_text())
+            printed = [out["text"] for cell in executed["cells"] for out in cell["outputs"]
+                       if out.get("text", "").startswith("ANSWERS")]
+            answers = ast.literal_eval(printed[-1].split("ANSWERS", 1)[1].strip())
+    assert copied and all(row.points == (0 if row.question in copied else row.max)
+                          for row in rows), [(r.question, r.points, r.reason) for r in rows]
+
+
+def _copied(line, answers):
+    """A one-line solution with the classmate's values written in as literals."""
+    match = ONE_LINE.match(line)
+    if not match:
+        return line
+    targets = [name.strip() for name in match["target"].split(",")]
+    values = ", ".join(repr(answers[name]) for name in targets)
+    return f"{match['target']} = {values}"
