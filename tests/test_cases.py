@@ -22,7 +22,7 @@ def test_a_call_request_holds_calls_and_data_never_sources_or_expected_values():
                                              "steps": [{"call": "double(x)", "inputs": None,
                                                         "want": True}]}}
     request = cases.call_request(7, "q", case)
-    assert request == {"id": 7, "question": "q", "scope": "c2NvcGU=", "steps": [
+    assert request == {"id": 7, "question": "q", "scope": "c2NvcGU=", "salt": 0, "steps": [
         {"call": "double(x)", "inputs": None, "want": True}]}
     assert "x = 4" not in str(request) and "8" not in str(request)
     assert cases.in_case(case, CaseRecord([], "E", 0)).at == 1  # counted over the case

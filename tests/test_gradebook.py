@@ -13,8 +13,9 @@ import pytest
 from d2lattn.grading import grade
 from d2lattn.grading.__main__ import main
 from d2lattn.grading.batch.grade_folder import named_assignment
+from d2lattn.grading.roster import read_roster
 from d2lattn.grading.batch.gradebook import (Exports, Row, Student, canvas_column, changes,
-                                             gradebook, read_roster, write_exports)
+                                             gradebook, write_exports)
 from d2lattn.grading.master.notebook import cell_source, is_grader_cell, notebook_meta
 from d2lattn.grading.releasing.split import assignment_of, private_cases, split_master
 from d2lattn.grading.batch.identity import hand_in
@@ -266,7 +267,7 @@ def test_gradebook_and_the_canvas_and_moodle_exports(tmp_path):
     write_exports(tmp_path, "ch1_attention", book, questions)
     assert table(tmp_path / "gradebook.csv")[1] == {
         "student": "S1", "name": "Ada Lovelace", "email": "", "q1": "2", "q2": "1.5",
-        "total": "3.5", "max": "5", "status": "graded", "note": ""}
+        "total": "3.5", "max": "5", "status": "graded", "note": "", "variant": ""}
     canvas = list(csv.reader(open(tmp_path / "canvas.csv", newline="")))
     assert canvas == [["Student", "ID", "SIS User ID", "SIS Login ID", "Section",
                        "ch1_attention"], ["Points Possible", "", "", "", "", "5"],

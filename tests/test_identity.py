@@ -14,7 +14,8 @@ import pytest
 
 from d2lattn.grading import grade
 from d2lattn.grading.limits import MAX_STUDENT_CELL
-from d2lattn.grading.batch.gradebook import (Exports, Row, Student, gradebook, read_roster,
+from d2lattn.grading.roster import read_roster
+from d2lattn.grading.batch.gradebook import (Exports, Row, Student, gradebook,
                                              write_exports)
 from d2lattn.grading.batch.record import read_run
 from d2lattn.grading.batch.identity import HandIn, hand_in, plain_name

@@ -9,7 +9,7 @@ from .batch.grade_folder import grade
 from .batch.gradebook import Exports, read_rows
 from .batch.options import GradeOptions
 from .batch.record import merge
-from .releasing import release
+from .releasing import CHECKED_SEEDS, release
 from .sandbox.channel import SandboxError
 
 DEFAULT = GradeOptions()  # each option's default, defined there once
@@ -29,6 +29,17 @@ def main(argv=None):
                      help="your private file of extra hidden cases ('# TESTS "
                           "<assignment>.<question>' sections), kept outside the repository: "
                           "added to the bundle only, never to a student notebook")
+    rel.add_argument("--seeds", type=int, default=CHECKED_SEEDS,
+                     help="drawn variants each master with a # VARIANT cell is checked on "
+                          "(its cases pass, no trivial answer passes)")
+    rel.add_argument("--roster", help="a CSV of the class (as grade reads it): each student "
+                                      "gets their own variant, OUT/students/<student>/<file> "
+                                      "(needs --secret)")
+    rel.add_argument("--secret", metavar="FILE",
+                     help="the course's secret (a file of at least 16 bytes kept outside the "
+                          "repository): it draws each student's variant and signs its record")
+    rel.add_argument("--variants", type=int, help="variants the class shares (default: one "
+                                                  "per student)")
     rel.add_argument("--unsafe", action="store_true", help=UNSAFE)
     gra = command("grade", "grade a folder of submitted notebooks")
     gra.add_argument("submissions", help="a folder: one .ipynb file per student, or one folder "
@@ -131,8 +142,9 @@ def _shard(text):
 
 def _run(args):
     if args.command == "release":
-        for path in release(args.source, args.out, unsafe=args.unsafe,
-                            hidden=args.hidden):
+        for path in release(args.source, args.out, unsafe=args.unsafe, hidden=args.hidden,
+                            seeds=args.seeds, roster=args.roster, secret=args.secret,
+                            variants=args.variants):
             print(f"wrote {path}")
     elif args.command == "grade":
         out = Path(args.out)

@@ -27,12 +27,14 @@ from ..sandbox.channel import SandboxError, check_sandbox
 from ..one_notebook import grade_notebook
 from ..sandbox.session import NO_RUN
 from .feedback import feedback, total
-from .gradebook import (Row, Student, changes, gradebook, read_roster, read_rows,
+from ..roster import read_roster
+from .gradebook import (Row, Student, changes, gradebook, read_rows,
                         read_skipped, read_students, replaced, write_exports, write_grades,
                         write_table)
 from .options import GradeOptions
 from .record import read_run, settle, write_run
 from .submissions import find_submissions, flagged, in_shard, name_students
+from .variants import by_variant
 
 
 def grade(submissions, bundle, out, options=None, **settings):
@@ -62,9 +64,9 @@ def grade(submissions, bundle, out, options=None, **settings):
         raise TypeError(f"options must be a GradeOptions, got {options!r}")
     options = replace(options or GradeOptions(), **settings)
     subs, skipped = find_submissions(submissions, options.max_bytes, options.max_code)
-    assignment, tests, release = load_bundle(
-        bundle, options.assignment or named_assignment(subs, bundle))
-    subs = [other_release(other_assignment(sub, assignment), release) for sub in subs]
+    bundle = load_bundle(bundle, options.assignment or named_assignment(subs, bundle))
+    assignment, tests = bundle.assignment, bundle.tests
+    subs = [other_release(other_assignment(sub, assignment), bundle.release) for sub in subs]
     out = Path(out)
     exports, roster = settle(read_run(out), out, assignment, options.exports, options.roster,
                              options.new_exports, options.say)
@@ -75,6 +77,7 @@ def grade(submissions, bundle, out, options=None, **settings):
     skipped = skipped + dropped
     if options.shard is not None:
         subs = [sub for sub in subs if in_shard(sub.student, options.shard)]
+    graded_on = [by_variant(sub, bundle) for sub in subs]
     check_sandbox(options.unsafe)
     for folder in ("feedback", "executed"):
         (out / folder).mkdir(parents=True, exist_ok=True)
@@ -89,8 +92,8 @@ def grade(submissions, bundle, out, options=None, **settings):
             tqdm(total=len(subs), unit="notebook", disable=not options.progress,
                  file=sys.stderr) as bar:
         packages = Shadows(tmp)
-        futures = {pool.submit(_timed, sub, tests, limits, packages, unsafe): sub
-                   for sub in subs}
+        futures = {pool.submit(_timed, sub, own_tests, limits, packages, unsafe): sub
+                   for sub, own_tests in graded_on}
         for future in as_completed(futures):
             sub, (scores, results, executed, seconds) = futures[future], future.result()
             own = [Row(sub.student, *score) for score in scores]
@@ -100,7 +103,7 @@ def grade(submissions, bundle, out, options=None, **settings):
             rows = replaced(rows, own, lambda row: row.student)
             students = replaced(students, [Student(sub.student, sub.file, sub.name, sub.email,
                                                    "; ".join(sub.flags) or "graded",
-                                                   sub.note)], lambda s: s.student)
+                                                   sub.note, sub.variant)], lambda s: s.student)
             write_grades(out, rows, students)
             _write_student(out, assignment, sub.student, own, results, executed)
             say(f"{sub.student}: {total(own)} points in {seconds:.1f} s")
@@ -217,10 +220,12 @@ def _write_student(out, assignment, student, rows, results, executed):
             json.dumps(executed, indent=1, ensure_ascii=False), encoding="utf-8")
 
 
-Bundle = namedtuple("Bundle", "assignment tests release")
+Bundle = namedtuple("Bundle", "assignment tests release params variants students")
 Bundle.__doc__ = """An assignment's bundle as release wrote it: its name, its tests (OK format,
-expected values included) and the release it records (``{"version", "bundle"}``; None in a
-bundle of an earlier release)."""
+expected values included), the release it records (``{"version", "bundle"}``; None in a
+bundle of an earlier release), the master's own variant (``params``, None without a
+variant cell) and, from a per-student release, ``variants`` (``{key: {"params", "cell",
+"salt", "tests"}}``) and ``students`` (``{id: {"variant", "digest"}}``), else empty."""
 
 
 def load_bundle(bundle, assignment=None):
@@ -245,4 +250,5 @@ def load_bundle(bundle, assignment=None):
         raise ValueError(f"assignment must be one of the bundle's {names} (bundle "
                          f"{str(bundle)!r}), got {assignment!r}")
     data = json.loads((Path(bundle) / f"{assignment}.json").read_text(encoding="utf-8"))
-    return Bundle(assignment, data["tests"], data.get("release"))
+    return Bundle(assignment, data["tests"], data.get("release"), data.get("params"),
+                  data.get("variants", {}), data.get("students", {}))

@@ -14,12 +14,13 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 
+
 Row = namedtuple("Row", "student question points max reason")
-Student = namedtuple("Student", "student file name email status note",
-                     defaults=("graded", ""))
+Student = namedtuple("Student", "student file name email status note variant",
+                     defaults=("graded", "", ""))
 Student.__doc__ = """A graded student: the ``file`` behind the id, what its ``# STUDENT`` cell
-says, its ``status`` (``graded``, or the flags that need attention, ``; ``-joined) and a
-``note`` saying why."""
+says, its ``status`` (``graded``, or the flags that need attention, ``; ``-joined), a
+``note`` saying why and the ``variant`` it was graded on ('' without variants)."""
 
 
 @dataclass(frozen=True)
@@ -51,17 +52,10 @@ class Exports:
 
 
 CANVAS_COLUMN = re.compile(r"\d+|.*\S.*\(\d+\)")  # 123, or Name (123)
-# What Canvas's gradebook export calls its test student (Student View), in any case
-CANVAS_TEST_STUDENT = {"student, test", "test student"}
 # Flags of a hand-in whose grade is not the student's work graded against this release: its
 # points are exported blank, never 0, and the instructor decides
-UNRESOLVED = ("unreadable", "wrong assignment", "other release", "not run")
-ROSTER_COLUMNS = {  # our field: the column names it may have in a roster (any case)
-    "name": ("name", "student", "full name"), "first": ("first name",),
-    "last": ("last name", "surname"), "email": ("email", "email address"),
-    "login": ("login", "username", "github", "github username", "sis login id"),
-    "id": ("student id", "id number", "sis user id", "id"), "section": ("section",)}
-CANVAS_EXPORT = ("sis user id", "sis login id")  # a roster with one of these is Canvas's
+UNRESOLVED = ("unreadable", "wrong assignment", "other release", "not run", "no variant",
+              "other variant", "edited variant")
 CANVAS = ("Student", "ID", "SIS User ID", "SIS Login ID", "Section")
 ATTENTION = ("entry", "student", "status", "note")
 
@@ -81,7 +75,7 @@ def read_students(path):
         return []
     with open(path, newline="", encoding="utf-8") as table:
         return [Student(*(r.get(field) or default for field, default in
-                          zip(Student._fields, ("", "", "", "", "graded", ""))))
+                          zip(Student._fields, ("", "", "", "", "graded", "", ""))))
                 for r in csv.DictReader(table)]
 
 
@@ -149,41 +143,6 @@ def totals(rows):
     return sums
 
 
-def read_roster(path):
-    """A roster CSV as rows ``{"student", "name", "email", "login", "id", "canvas", "section",
-    "columns"}``: its columns named as in :data:`ROSTER_COLUMNS`, in any case, so Canvas's
-    gradebook export (``Student, ID, SIS User ID, SIS Login ID, Section``; its ``Points
-    Possible`` row skipped; ``canvas`` is its ``ID``) and Moodle's participants export
-    (``First name, Last name, ID number, Email address``) are read as they are. The student
-    is the id column, else the login, else the e-mail, else Canvas's ``ID``. ``columns``
-    keeps the row as read, for the exports. Canvas's test student (``Student, Test``, whom
-    Student View makes) is left out. ValueError naming the file if there is none."""
-    if not Path(path).is_file():
-        raise ValueError(f"roster must be a CSV file of the class, got {str(path)!r}: no such "
-                         f"file")
-    with open(path, newline="", encoding="utf-8-sig") as table:
-        reader = csv.DictReader(table)
-        names = {name.strip().lower(): name for name in reader.fieldnames or []}
-        found = {field: next((names[c] for c in choices if c in names), None)
-                 for field, choices in ROSTER_COLUMNS.items()}
-        found["canvas"] = names.get("id") if any(c in names for c in CANVAS_EXPORT) else None
-        if not (found["email"] or found["login"] or found["id"]):
-            raise ValueError(f"roster must have an e-mail, login or id column, got columns "
-                             f"{reader.fieldnames} (see exercises/README.md, Rosters)")
-        roster = []
-        for row in reader:
-            get = {field: (row.get(column) or "").strip() if column else ""
-                   for field, column in found.items()}
-            first, last = get.pop("first"), get.pop("last")
-            get["name"] = get["name"] or " ".join(filter(None, (first, last)))
-            student = get["id"] or get["login"] or get["email"] or get["canvas"]
-            test_student = found["canvas"] and get["name"].casefold() in CANVAS_TEST_STUDENT
-            if student and "Points Possible" not in (student, get["name"]) \
-                    and not test_student:
-                roster.append(dict(get, student=student, columns=row))
-    return roster
-
-
 def gradebook(rows, students, roster, questions):
     """One dict per student: id, name, e-mail, points per question, total, max, ``status``
     (``graded``; the flags of its submission; ``not on the roster``; ``no submission``, for a
@@ -210,6 +169,7 @@ def gradebook(rows, students, roster, questions):
             **{q: points.get(q, 0) for q, _ in questions},
             "total": sum(points.values()), "max": sum(p for _, p in questions),
             "status": "; ".join(flags) or "graded", "note": own.note if own else "",
+            "variant": own.variant if own else "",
             "file": own.file if own else "", "listed": bool(entry),
             "handed_in": student in by_student, "entry": entry,
             "resolved": student in by_student and not set(flags) & set(UNRESOLVED)})
@@ -222,9 +182,11 @@ def write_exports(out, assignment, table, questions, skipped=(), exports=Exports
     roster, the exports hold its students only."""
     names = [q for q, _ in questions]
     write_table(Path(out) / "gradebook.csv",
-                ["student", "name", "email", *names, "total", "max", "status", "note"],
+                ["student", "name", "email", *names, "total", "max", "status", "note",
+                 "variant"],
                 [[r["student"], r["name"], r["email"], *(f"{r[q]:g}" for q in names),
-                  f"{r['total']:g}", f"{r['max']:g}", r["status"], r["note"]] for r in table])
+                  f"{r['total']:g}", f"{r['max']:g}", r["status"], r["note"], r["variant"]]
+                 for r in table])
     write_table(Path(out) / "attention.csv", ATTENTION,
                 [[r["file"], r["student"], r["status"], r["note"]] for r in table
                  if r["status"] != "graded"] +

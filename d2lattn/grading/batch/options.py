@@ -16,7 +16,7 @@ class GradeOptions:
 
     ``assignment``: the bundle's assignment (default: the one most notebooks name, or the
     bundle's only one). ``roster``: a CSV of the class (see
-    :func:`d2lattn.grading.batch.gradebook.read_roster`; default: the copy a run into the same
+    :func:`d2lattn.grading.roster.read_roster`; default: the copy a run into the same
     out folder recorded). ``exports`` (:class:`.gradebook.Exports`) and ``new_exports``: how
     ``canvas.csv`` and ``moodle.csv`` are written (see :func:`.record.settle`).
     ``identities`` (``{file: student}``): the instructor's word on whose a submission is.

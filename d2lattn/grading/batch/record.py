@@ -12,7 +12,8 @@ import tempfile
 from dataclasses import asdict
 from pathlib import Path
 
-from .gradebook import (Exports, canvas_column, gradebook, read_roster, read_rows,
+from ..roster import read_roster
+from .gradebook import (Exports, canvas_column, gradebook, read_rows,
                         read_skipped, read_students, replaced, write_exports, write_grades,
                         write_table)
 

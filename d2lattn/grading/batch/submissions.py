@@ -18,14 +18,15 @@ from .identity import hand_in, login_of, plain_name
 
 SAFE_ID = r"[A-Za-z0-9][A-Za-z0-9._-]{0,72}"  # what safe_id makes of a file's name
 Submission = namedtuple("Submission", "student file notebook error name email assignment "
-                                      "has_cell handin time flags note release",
-                        defaults=(None, True, None, 0.0, (), "", None))
+                                      "has_cell handin time flags note release variant",
+                        defaults=(None, True, None, 0.0, (), "", None, ""))
 Submission.__doc__ = """One entry of a class folder: its ``student`` id (None until named), its
 ``file`` (the entry's name), the ``notebook`` (a dict, None if unread) or the ``error`` saying
 why not, the ``name`` and ``email`` of its ``# STUDENT`` cell, the ``assignment`` its metadata
 names, ``has_cell`` (it has a ``# STUDENT`` cell), its :class:`.identity.HandIn`, ``time`` (the
 file's modification time), the ``flags`` that need the instructor's attention, a ``note``
-saying why and the ``release`` its metadata records (``{"version", "bundle"}`` or None)."""
+saying why, the ``release`` its metadata records (``{"version", "bundle"}`` or None) and the
+``variant`` it is graded on ('' without variants)."""
 
 
 def find_submissions(folder, max_bytes=MAX_BYTES, max_code=MAX_CODE):

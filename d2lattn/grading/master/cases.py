@@ -100,21 +100,21 @@ def number_in(test, case):
     return next(n for n, c in enumerate(cases_of(test, True), 1) if c is case)
 
 
-def plan_request(case_id, question, plan):
+def plan_request(case_id, question, plan, salt=0):
     """The runner's request for one case of the master at release (see
     :func:`d2lattn.grading.sandbox.runner.plan_case`): every step, the inputs to make, the
-    scope."""
-    return {"id": case_id, "question": question, "scope": plan.scope, "plan": [
+    scope, the variant's ``salt`` of its seeds."""
+    return {"id": case_id, "question": question, "scope": plan.scope, "salt": salt, "plan": [
         {"source": s.source, "want": s.want, "call": s.call, "inputs": s.inputs}
         for s in plan.steps]}
 
 
-def call_of(plan, record):
+def call_of(plan, record, salt=0):
     """What the bundle keeps of a case for grading: the number of setup steps (``skip``),
-    then the pickled ``scope`` and, per step sent to the sandbox, its ``call``, its pickled
-    ``inputs`` and whether its value is checked (``want``)."""
+    then the pickled ``scope``, the variant's ``salt`` and, per step sent to the sandbox, its
+    ``call``, its pickled ``inputs`` and whether its value is checked (``want``)."""
     skip = sum(step.call is None for step in plan.steps)
-    return {"skip": skip, "scope": record.scope, "steps": [
+    return {"skip": skip, "scope": record.scope, "salt": salt, "steps": [
         {"call": step.call, "inputs": inputs, "want": step.want is not None}
         for step, inputs in zip(plan.steps[skip:], record.inputs[skip:])]}
 
@@ -124,7 +124,7 @@ def call_request(case_id, question, case):
     its source, its message or its expected values."""
     call = case["call"]
     return {"id": case_id, "question": question, "scope": call["scope"],
-            "steps": call["steps"]}
+            "salt": call.get("salt", 0), "steps": call["steps"]}
 
 
 def in_case(case, record):

@@ -63,10 +63,11 @@ def raised_text(err):
     return f"{type(err).__name__}" + (f": {text}" if text else "")
 
 
-def seed(case, step):
+def seed(case, step, salt=0):
     """Seed ``random``, NumPy and MXNet for one step of a case, the same in the master's run
-    and in every submission's (``step`` None: the case's setup)."""
-    number = (case * 1009 + (0 if step is None else step + 1)) % (1 << 32)
+    and in every submission's (``step`` None: the case's setup); ``salt``: the variant's, so
+    that each variant's random inputs differ (0 without variants)."""
+    number = (salt + case * 1009 + (0 if step is None else step + 1)) % (1 << 32)
     random.seed(number)
     for name in ("numpy", "mxnet"):
         module = sys.modules.get(name)

@@ -4,6 +4,7 @@ Two steps: the pure split of each master (:mod:`.split`), then its verification 
 sandbox (:mod:`.verify`): expected values, calls and inputs made beside the master, trivial
 answers refused, the master scoring full marks and its student notebook 0.
 """
+import copy
 import hashlib
 import json
 from pathlib import Path
@@ -11,11 +12,16 @@ from pathlib import Path
 from ...version import __version__
 from ..master.notebook import notebook_meta, read_notebook
 from ..sandbox.channel import check_sandbox
-from .split import named_masters, private_cases, split_master
-from .verify import expected_values, self_check
+from ..master.variant import parameters
+from .per_student import ClassRelease, folder_of, release_class, write_index
+from .split import master_params, named_masters, private_cases, split_master, variant_source
+from .verify import expected_values, self_check, variant_values
+
+CHECKED_SEEDS = 8  # drawn variants a master with a # VARIANT cell is checked on
 
 
-def release(source, out="_build/exercises", unsafe=False, hidden=None):
+def release(source, out="_build/exercises", unsafe=False, hidden=None, seeds=CHECKED_SEEDS,
+            roster=None, secret=None, variants=None):
     """Release every master notebook of ``source`` (a folder of .ipynb files, or one file).
 
     Writes ``out/<name>.ipynb``, the student version (solutions replaced by stubs, outputs and
@@ -30,12 +36,24 @@ def release(source, out="_build/exercises", unsafe=False, hidden=None):
     notebook carries it. ``hidden``: an instructor's private file of extra hidden cases (see
     :func:`private_cases`), added to the bundle only. Runs each master in the sandbox
     (``unsafe``: see :func:`d2lattn.grading.grade`) and raises ValueError, writing nothing
-    for it, if the master misses a point or its student notebook earns one. Returns the
-    student notebooks' paths.
+    for it, if the master misses a point or its student notebook earns one.
+
+    A master with a ``# VARIANT`` cell is also run on ``seeds`` variants drawn from the seeds
+    1, 2, ...: on each, it must pass its cases and no trivial answer may pass one. Its
+    bundle records the master's own variant (``params``). With ``roster`` (a class CSV) and
+    ``secret`` (the course's secret file), each roster student also gets their own notebook,
+    ``out/students/<student>/<master file>`` (listed in ``out/students/index.csv``), with
+    their variant (one each, or one of ``variants``) and its keyed record, and the bundle
+    each variant's expected values (:mod:`.per_student`). Returns the student notebooks'
+    paths (the plain ones first).
     """
     masters, out = _masters(source), Path(out)
     if any(out.resolve() == master.parent.resolve() for master in masters):
         raise ValueError(f"out must not be the folder of the master notebooks, got {str(out)!r}")
+    if isinstance(seeds, bool) or not isinstance(seeds, int) or seeds < 0:
+        raise ValueError(f"seeds must be an int >= 0, got {seeds!r}")
+    given = ClassRelease.read(roster, secret, variants) \
+        if (roster, secret, variants) != (None, None, None) else None
     named = named_masters(masters)
     split = [(master, name, *split_master(nb, name)) for master, nb, name in named]
     made = {name: stamp(name, tests) for _, name, _, tests in split}  # before private cases
@@ -46,17 +64,60 @@ def release(source, out="_build/exercises", unsafe=False, hidden=None):
                 test["suites"][0]["cases"] += extra.get((name, test["name"]), [])
     check_sandbox(unsafe)
     (out / "autograder").mkdir(parents=True, exist_ok=True)
-    written = []
+    written, index = [], []
     for master, name, student, tests in split:
-        student = dict(student, metadata=dict(student["metadata"], d2lattn=dict(
-            notebook_meta(student), release=made[name])))
-        tests = expected_values(read_notebook(master), tests, unsafe)
-        self_check(name, read_notebook(master), student, tests, unsafe)
+        nb, split_tests = read_notebook(master), copy.deepcopy(tests)
+        student = _stamped(student, made[name])
+        tests = expected_values(nb, tests, unsafe)
+        self_check(name, nb, student, tests, unsafe)
+        bundle = {"assignment": name, "release": made[name], "tests": tests}
+        source = variant_source(nb, name)
+        if source is not None:
+            bundle["params"] = master_params(nb, name)
+            for seed in range(1, seeds + 1):
+                variant_values(nb, split_tests, parameters(source, seed, name), seed, unsafe)
+        if given is not None and source is not None:
+            classwide, rows = release_class(nb, name, split_tests, source, made[name], given,
+                                            unsafe, _writer(out, master.name, nb, name,
+                                                            made[name]))
+            bundle.update(classwide)
+            index += rows
+        elif given is not None:  # no variants: everyone gets the same notebook
+            index += [(row["student"], row["name"], row["email"], row["login"], "",
+                       str(_write_student(out, master.name, row, student)))
+                      for row in given.roster]
         _write_json(out / master.name, student)
-        _write_json(out / "autograder" / f"{name}.json",
-                    {"assignment": name, "release": made[name], "tests": tests})
+        _write_json(out / "autograder" / f"{name}.json", bundle)
         written.append(out / master.name)
-    return written
+    if given is not None:
+        write_index(out / "students" / "index.csv", index)
+    return written + [Path(row[-1]) for row in index]
+
+
+def _stamped(student, made):
+    """A student notebook whose metadata records the release ``made``."""
+    return dict(student, metadata=dict(student["metadata"], d2lattn=dict(
+        notebook_meta(student), release=made)))
+
+
+def _writer(out, file_name, nb, assignment, made):
+    """What writes one roster student's own notebook of the master ``nb``."""
+    def write(row, variant, signed):
+        student, _ = split_master(nb, assignment, variant.params)
+        student = _stamped(student, made)
+        student["metadata"]["d2lattn"]["variant"] = {
+            "student": row["student"], "variant": variant.key, "params": variant.params,
+            "digest": signed}
+        return _write_student(out, file_name, row, student)
+    return write
+
+
+def _write_student(out, file_name, row, notebook):
+    """``out/students/<student>/<file_name>``, written."""
+    folder = out / "students" / folder_of(row["student"])
+    folder.mkdir(parents=True, exist_ok=True)
+    _write_json(folder / file_name, notebook)
+    return folder / file_name
 
 
 def stamp(name, tests):

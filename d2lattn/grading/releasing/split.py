@@ -6,6 +6,8 @@ import re
 from pathlib import Path
 
 from ..master import cases
+from ..master.variant import MARKER as VARIANT
+from ..master.variant import fill, parameters, student_source, variant_index
 from ..master.notebook import (QUESTION_LIKE, REGISTRATION, TESTS, TESTS_LIKE, cell_source,
                                check_call, first_line, notebook_meta, parse_options,
                                plain_markdown, question_header, read_notebook, split_tests,
@@ -95,10 +97,14 @@ def private_cases(path, tests):
     return extra
 
 
-def split_master(nb, assignment):
-    """``(student notebook, tests)`` of a master notebook (a dict) named ``assignment``."""
+def split_master(nb, assignment, params=None):
+    """``(student notebook, tests)`` of a master notebook (a dict) named ``assignment``; where
+    it has a variant cell, the student notebook states ``params`` (default: the master's own
+    variant, :func:`master_params`) in that cell and in its markdown's ``{{name}}`` fields."""
     for index, cell in enumerate(nb["cells"]):
         _check_cell(cell, f"{assignment}, cell {index + 1}")
+    if params is None:
+        params = master_params(nb, assignment)
     questions, bodies = _questions(nb, assignment), _test_bodies(nb, assignment)
     if set(questions) != set(bodies):
         raise ValueError(f"{assignment}: questions without a tests cell: "
@@ -106,7 +112,7 @@ def split_master(nb, assignment):
                          f"question: {sorted(set(bodies) - set(questions))}")
     tests = [_ok_test(name, options, *bodies[name], f"{assignment}, tests of {name}")
              for name, (_, options) in questions.items()]
-    cells = [_student_cell(cell, index, f"{assignment}, cell {index + 1}")
+    cells = [_student_cell(cell, index, f"{assignment}, cell {index + 1}", params)
              for index, cell in enumerate(nb["cells"])]
     if tests:  # right after the first code cell, the Colab install cell of a chapter
         first = next(i for i, cell in enumerate(nb["cells"]) if cell.get("cell_type") == "code")
@@ -118,6 +124,22 @@ def split_master(nb, assignment):
     student = dict(nb, cells=cells, metadata=metadata,
                    nbformat_minor=max(5, nb.get("nbformat_minor", 0)))  # 4.5: cells have ids
     return student, tests
+
+
+def master_params(nb, assignment):
+    """``{name: value}`` of the master's own variant (each draw's default), ``{}`` for a
+    master without a variant cell; ValueError for a malformed one."""
+    index = variant_index(nb, assignment)
+    if index is None:
+        return {}
+    return parameters(cell_source(nb["cells"][index]), None,
+                      f"{assignment}, cell {index + 1} (# VARIANT)")
+
+
+def variant_source(nb, assignment):
+    """The source of a master's variant cell, None if it has none."""
+    index = variant_index(nb, assignment)
+    return None if index is None else cell_source(nb["cells"][index])
 
 
 def _check_cell(cell, where):
@@ -205,8 +227,9 @@ def _checked_cases(codes, where):
     return [{"code": code, "hidden": flag, "locked": False} for code, flag in codes]
 
 
-def _student_cell(cell, index, where):
-    """A master cell as the student sees it, without the master's run metadata."""
+def _student_cell(cell, index, where, params):
+    """A master cell as the student sees it, without the master's run metadata; the variant
+    cell and the markdown's fields state ``params`` (none: a master without variants)."""
     cell = dict(cell, id=cell.get("id", f"cell-{index}"), metadata={
         key: value for key, value in cell.get("metadata", {}).items()
         if key not in RUN_METADATA})
@@ -215,9 +238,12 @@ def _student_cell(cell, index, where):
         return _code_cell(check_call(match["name"]), f"check-{match['name']}",
                           {"tags": ["grading-check"]})
     if cell.get("cell_type") == "markdown":
-        return dict(cell, source=plain_markdown(cell_source(cell)))
+        text = plain_markdown(cell_source(cell))
+        return dict(cell, source=fill(text, params, where) if params else text)
     if cell.get("cell_type") != "code":
         return cell
+    if params and first_line(cell).startswith(VARIANT):
+        return dict(cell, source=student_source(params), outputs=[], execution_count=None)
     metadata = dict(cell.get("metadata", {}))
     header = question_header(cell)
     if header:

@@ -1,6 +1,7 @@
 """Release, step 2: the master run in the sandbox, beside its cases: their expected values
 and calls made; verdicts and forms refused; trivial answers graded and refused if any
 passes; then the master graded as a submission (full marks) and the student notebook (0)."""
+import copy
 import os
 import tempfile
 from concurrent.futures import ThreadPoolExecutor
@@ -9,16 +10,18 @@ from .. import limits
 from ..forbid.shadow import Shadows
 from ..master import calls, cases
 from ..master.notebook import cell_source, question_header, runnable_cells
+from ..master.variant import with_params
 from ..one_notebook import grade_notebook
 from ..sandbox.session import run_submission
 from . import stubs
 
 
-def expected_values(nb, tests, unsafe=False):
+def expected_values(nb, tests, unsafe=False, salt=0):
     """``tests`` with each case's ``expected`` plain values and its ``call`` (what a
     submission's sandbox receives of it, see :mod:`d2lattn.grading.master.calls`), from one run of
     the master ``nb`` (nothing stubbed) in which each case's setup runs, its inputs are made
-    and pickled, and each expected expression is evaluated after its example.
+    and pickled, and each expected expression is evaluated after its example; every case
+    seeded with the variant's ``salt`` (0 without variants).
 
     Then grades the trivial answers of :mod:`d2lattn.grading.releasing.stubs` on every case. Raises
     ValueError if a case cannot be turned into data, if the master fails a case, if a scored
@@ -37,7 +40,7 @@ def expected_values(nb, tests, unsafe=False):
         except calls.CaseError as err:
             raise ValueError(f"{test['name']}, case {cases.number_in(test, case)}: {err}") \
                 from None
-        phase.append(cases.plan_request(case_id, test["name"], plans[case_id]))
+        phase.append(cases.plan_request(case_id, test["name"], plans[case_id], salt))
     with tempfile.TemporaryDirectory() as tmp:
         group, = run_submission(cells, [(Shadows(tmp)(()), [phase])], **limits.RELEASE,
                                 unsafe=unsafe)
@@ -55,7 +58,7 @@ def expected_values(nb, tests, unsafe=False):
                           f"{result.received}")
         else:
             case["expected"] = record.wants
-            case["call"] = cases.call_of(plans[case_id], record)
+            case["call"] = cases.call_of(plans[case_id], record, salt)
     if errors or failed:
         raise ValueError(f"the master does not pass its own tests: {errors + failed}")
     _refuse_verdicts(tests)
@@ -64,6 +67,17 @@ def expected_values(nb, tests, unsafe=False):
         raise ValueError("trivial answers pass scored cases: " + str(
             [f"{name}, case {number}: {label}" for name, number, label in passed][:20]))
     return tests
+
+
+def variant_values(nb, tests, params, salt, unsafe=False):
+    """:func:`expected_values` of one variant: the master ``nb`` run with its variant cell
+    stating ``params``, its cases seeded with ``salt``; ``tests`` (as split, without expected
+    values) are left as they are. Raises ValueError, naming the variant's parameters, where
+    the master fails a case or a trivial answer passes one on this variant."""
+    try:
+        return expected_values(with_params(nb, params), copy.deepcopy(tests), unsafe, salt)
+    except ValueError as err:
+        raise ValueError(f"the variant {params}: {err}") from None
 
 
 def _refuse_verdicts(tests):

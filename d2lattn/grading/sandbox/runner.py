@@ -282,7 +282,7 @@ def run_call(case, env, seconds):
     for index, step in enumerate(case["steps"]):
         try:
             env.update(loads(step["inputs"]) if step["inputs"] else {})
-            seed(case["id"], index)
+            seed(case["id"], index, case.get("salt", 0))
             with time_limit(seconds):
                 value = evaluate(step["call"], env)
                 if step["want"]:
@@ -299,7 +299,7 @@ def plan_case(case, env, seconds):
     pickled inputs of each step (None for a setup step); ``at`` as in :func:`run_call`,
     counted over all steps."""
     values, wants, inputs, scope, sent = [], [], [], None, 0
-    seed(case["id"], None)
+    seed(case["id"], None, case.get("salt", 0))
     for index, step in enumerate(case["plan"]):
         try:
             with time_limit(seconds):
@@ -312,7 +312,7 @@ def plan_case(case, env, seconds):
                 made = {name: eval(text, env) for name, text in step["inputs"]}
                 inputs.append(dumps(made) if made else None)
                 env.update(made)
-                seed(case["id"], sent)
+                seed(case["id"], sent, case.get("salt", 0))
                 sent += 1
                 value = evaluate(step["call"], env)
                 if step["want"] is not None:
