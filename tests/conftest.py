@@ -79,7 +79,8 @@ TOGETHER = {"test_book.py": "the book's build", "test_browser.py": "the book's b
             "test_pdf.py": "the book's build", "test_exercises.py": "sandboxes",
             "test_gradebook.py": "sandboxes", "test_batch.py": "sandboxes",
             "test_release.py": "sandboxes", "test_identity.py": "sandboxes",
-            "test_sandbox.py": "sandboxes", "test_session.py": "grader sessions",
+            "test_sandbox.py": "sandboxes", "test_variants.py": "sandboxes",
+            "test_session.py": "grader sessions",
             "test_channels.py": "grader sessions"}
 
 

@@ -310,3 +310,30 @@ def test_another_students_variant_an_edited_cell_and_no_variant_are_flagged(clas
     assert rows["alan"]["total"] == "3"  # the grader ran his own numbers
     assert "no variant" in rows["zoe"]["status"] and rows["zoe"]["total"] == "0"
     assert "no variant for zoe" in rows["zoe"]["note"]
+
+
+def test_check_runs_offline_on_the_students_own_numbers(class_release, monkeypatch, capsys):
+    """Ada's notebook alone: its variant cell and registration cell run, then an answer that
+    uses her temperature passes check() and one that keeps the master's own fails it."""
+    from d2lattn.grading import student
+    monkeypatch.setattr(student, "_TESTS", {})
+    folder, _ = class_release
+    nb = released(folder, "ada")
+    env = {}
+    for cell in nb["cells"]:
+        text = cell_source(cell)
+        if cell["cell_type"] == "code" and not text.startswith(("# QUESTION", "check(")):
+            exec(text, env)  # imports, the variant cell, the registration cell, # STUDENT
+    assert env["temperature"] == cell_params(nb)["temperature"] != 2.0
+    answers = {"hers": "def tempered(X):\n    Z = np.asarray(X, float) / temperature\n"
+                       "    return np.exp(Z) / np.exp(Z).sum(-1, keepdims=True)",
+               "the master's": "def tempered(X):\n    Z = np.asarray(X, float) / 2.0\n"
+                               "    return np.exp(Z) / np.exp(Z).sum(-1, keepdims=True)"}
+    reports = {}
+    for whose, source in answers.items():
+        exec(source, env)
+        env["check"]("q1_tempered", env)
+        reports[whose] = capsys.readouterr().out
+    assert "q1_tempered: 2 of 2 public cases passed" in reports["hers"]
+    assert "1 of 2 public cases passed" in reports["the master's"]
+    assert "case 2 FAILED: two scores one temperature apart" in reports["the master's"]

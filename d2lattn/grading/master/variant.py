@@ -8,6 +8,7 @@ above it. Its values are literals (numbers, strings, booleans, tuples and lists 
 that a student's cell states them as they are.
 """
 import ast
+import builtins
 import re
 
 from ..variants import DRAWS, Draws
@@ -17,10 +18,9 @@ MARKER = "# VARIANT"
 MODULE = "d2lattn.grading.variants"
 HEADER = "# VARIANT: your own numbers (the grader runs exactly these: do not edit this cell)"
 FIELD = re.compile(r"\{\{\s*([A-Za-z_]\w*)\s*\}\}")
-BUILTINS = {name: __builtins__[name] if isinstance(__builtins__, dict)
-            else getattr(__builtins__, name)
-            for name in ("abs", "float", "int", "len", "list", "max", "min", "range", "round",
-                         "sorted", "str", "sum", "tuple")}
+BUILTINS = {name: getattr(builtins, name) for name in (
+    "abs", "float", "int", "len", "list", "max", "min", "range", "round", "sorted", "str", "sum",
+    "tuple")}  # all a parameter's expression may call besides the draws
 LITERALS = (int, float, str, bool)
 
 

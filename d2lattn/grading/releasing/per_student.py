@@ -14,6 +14,7 @@ import hashlib
 import hmac
 import json
 import re
+from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -56,13 +57,12 @@ class ClassRelease:
             raise ValueError(f"variants must be a positive int (or None: one per student), "
                              f"got {count!r}")
         rows = read_roster(roster)
-        twice = sorted({row["student"] for row in rows
-                        if [r["student"] for r in rows].count(row["student"]) > 1})
+        twice = sorted(s for s, n in Counter(row["student"] for row in rows).items() if n > 1)
         if not rows or twice:
             raise ValueError(f"roster must list each student once, got {str(roster)!r} "
                              f"with {len(rows)} students" + (f", twice: {twice}" if twice else ""))
-        folders = [folder_of(row["student"]) for row in rows]
-        clash = sorted({f for f in folders if folders.count(f) > 1})
+        clash = sorted(f for f, n in Counter(folder_of(row["student"]) for row in rows).items()
+                       if n > 1)
         if clash:
             raise ValueError(f"roster: several students' ids make the same folder name "
                              f"{clash} (ids differ only in characters a file name cannot hold)")
