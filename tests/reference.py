@@ -1,7 +1,26 @@
-"""Independent NumPy references shared by several test files."""
+"""Independent NumPy references shared by several test files, and the inputs that some of them
+share (B, Q, K and the masks LENS; as_np, normal)."""
 import math
 
+import mxnet as mx
 import numpy as onp
+from mxnet import np
+
+# batch, queries, keys of the attention-at-scale and tiled-attention tests, and their masks:
+# none, valid lengths per sequence (one of them 0) and per query
+B, Q, K = 2, 4, 6
+LENS = [None, [3, 0], [[1, 0, 6, 2], [6, 5, 4, 3]]]
+LENS_IDS = ["none", "per-sequence", "per-query"]
+
+
+def as_np(x, dtype="float32", ctx=None):
+    """``x`` as an mxnet.np array of ``dtype`` on ``ctx`` (the CPU by default)."""
+    return np.array(x, dtype=dtype, ctx=ctx or mx.cpu())
+
+
+def normal(shape, seed=0, scale=1.0):
+    """Standard normal draws of ``shape`` from ``seed``, times ``scale`` (float64 NumPy)."""
+    return onp.random.default_rng(seed).normal(size=shape) * scale
 
 
 def value(param):

@@ -5,23 +5,14 @@ softmax against an explicit mask (tiled attention: test_tiled.py)."""
 import mxnet as mx
 import numpy as onp
 import pytest
-from mxnet import autograd, nd, np
+from mxnet import autograd, nd
 
 from d2lattn.attention import MultiHeadAttention, _masked_softmax, lengths
 from d2lattn.gpt import CausalSelfAttention, GPTBlock, _per_head
-from reference import MHA_LAYERS, np_grouped_heads, np_mask, np_softmax_where
+from reference import (B, K, LENS, LENS_IDS, MHA_LAYERS, Q, as_np, normal, np_grouped_heads,
+                       np_mask, np_softmax_where)
 
-B, Q, K, H, HEADS = 2, 4, 6, 16, 4
-LENS = [None, [3, 0], [[1, 0, 6, 2], [6, 5, 4, 3]]]
-LENS_IDS = ["none", "per-sequence", "per-query"]
-
-
-def as_np(x, dtype="float32", ctx=None):
-    return np.array(x, dtype=dtype, ctx=ctx or mx.cpu())
-
-
-def normal(shape, seed=0, scale=1.0):
-    return onp.random.default_rng(seed).normal(size=shape) * scale
+H, HEADS = 16, 4
 
 
 def make(num_kv_heads=None, window=None, use_bias=True, ctx=None, seed=0, dtype="float32"):

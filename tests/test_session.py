@@ -125,7 +125,7 @@ PRIVATE = f"""# TESTS sample.q1_softmax
 np.exp(np.array({SECRET}) - 7.654321) / np.exp(np.array({SECRET}) - 7.654321).sum()
 """
 THIEF = '''import ctypes, fcntl, os, struct, time
-ROLE, LOCKED, CACHED = {role!r}, {locked!r}, {cached!r}
+ROLE, LOCKED, CACHED, LISTEN = {role!r}, {locked!r}, {cached!r}, {listen!r}
 PAGE, WIDTH = 4096, 64  # bytes of a message
 state = {{"first": True, "fd": None}}
 
@@ -186,7 +186,7 @@ def softmax(X):
         publish(",".join(f"{{value:.6f}}" for value in X.ravel()))
         time.sleep(0.2)
     elif state.pop("first", False):  # its first public case: read, then tell
-        seen, end = [from_cache()], time.monotonic() + 8
+        seen, end = [from_cache()], time.monotonic() + LISTEN
         while time.monotonic() < end:  # the publisher, graded beside it, reaches its hidden
             text = from_locks()  # phase meanwhile
             if text and text not in seen:
@@ -220,7 +220,8 @@ def private_release(tmp_path_factory):
 def test_a_private_case_reaches_no_output_of_the_class(tmp_path, private_release, jobs):
     """The instructor's private case (release --hidden) on q1_softmax; one student's answer
     publishes every input it gets, on file locks and in the page cache; another's, graded
-    beside it (--jobs 2) or after it (--jobs 1), reads both in its first public case and
+    beside it (--jobs 2) or after it (--jobs 1), reads the page cache in its first public
+    case, then (--jobs 2: the publisher's runner is alive meanwhile) the locks for 8 s, and
     raises what it found. The private input is in no file that grading writes."""
     student = json.loads((private_release / "sample.ipynb").read_text())
     master = json.loads(SAMPLE.read_text())
@@ -229,7 +230,8 @@ def test_a_private_case_reaches_no_output_of_the_class(tmp_path, private_release
         nb = json.loads(json.dumps(master))
         nb["cells"].append({"cell_type": "code", "metadata": {}, "outputs": [],
                             "execution_count": None, "source": THIEF.format(
-                                role=role, locked=os.__file__, cached=_unread_file())})
+                                role=role, locked=os.__file__, cached=_unread_file(),
+                                listen=8 if jobs == 2 else 0)})
         nb["metadata"] = student["metadata"]
         (tmp_path / "in" / f"{role[0]}_{role}.ipynb").write_text(json.dumps(nb))
     rows = grade(tmp_path / "in", private_release / "autograder", tmp_path / "out",

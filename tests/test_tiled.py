@@ -8,22 +8,11 @@ import sys
 import mxnet as mx
 import numpy as onp
 import pytest
-from mxnet import autograd, np, npx
+from mxnet import autograd, npx
 
 from d2lattn.attention import DotProductAttention
 from d2lattn.tiled import TiledAttention, key_bounds, tiled_attention
-
-B, Q, K = 2, 4, 6
-LENS = [None, [3, 0], [[1, 0, 6, 2], [6, 5, 4, 3]]]
-LENS_IDS = ["none", "per-sequence", "per-query"]
-
-
-def as_np(x, dtype="float32", ctx=None):
-    return np.array(x, dtype=dtype, ctx=ctx or mx.cpu())
-
-
-def normal(shape, seed=0, scale=1.0):
-    return onp.random.default_rng(seed).normal(size=shape) * scale
+from reference import B, K, LENS, LENS_IDS, Q, as_np, normal
 
 
 def full_lens(lens, causal_, batch, nq, nk):

@@ -36,20 +36,17 @@ first steps of a stored run reproduce. The stored file was made by::
 
     PYTHONPATH=. python tools/attention_variants.py --processes 2 --cache /tmp/variants
 """
-import argparse
 import json
 import math
 import os
 import sys
 import time
-from concurrent.futures import ProcessPoolExecutor
-from multiprocessing import get_context
 from pathlib import Path
 
 import d2lattn  # noqa: F401  (before mxnet: the numpy shim)
 import mxnet as mx
 import numpy as onp
-from mxnet import cpu, npx
+from mxnet import cpu
 
 from d2lattn import set_seed
 from d2lattn.data.lm import consecutive_windows, load_corpus_lm, ngram_probs, random_windows
@@ -57,7 +54,7 @@ from d2lattn.gpt import GPT, perplexity, train_lm
 from d2lattn.positional import PositionalEncoding
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from gpt_ladder import interval  # noqa: E402  (the ladder's percentile interval)
+from stored_runs import cached, command_line, interval, spawn_pool, window_nll  # noqa: E402
 
 OUT = Path(__file__).resolve().parents[1] / "d2lattn" / "data" / "attention_variants.json"
 MIN_FREQ = 10
@@ -160,19 +157,6 @@ def window_positions(num_targets, length):
                             for start in range(0, num_targets, length)])
 
 
-def window_nll(net, ids, length, pad):
-    """The loss of every token of ``ids`` but the first, in order, read in consecutive
-    windows of ``length`` tokens (float64 NumPy)."""
-    windows, lens = consecutive_windows(ids, length, pad)
-    nll = []
-    for i in range(0, windows.shape[0], 16):
-        rows = windows[i:i + 16]
-        log_p = npx.log_softmax(net(rows[:, :-1]), axis=-1)
-        nll.append(-npx.pick(log_p, rows[:, 1:], axis=-1).asnumpy())
-    nll = onp.concatenate(nll).astype("float64")
-    return onp.concatenate([row[:n - 1] for row, n in zip(nll, lens.asnumpy())])
-
-
 def by_position(nll, length):
     """The mean of the losses ``nll`` (in order) by position in windows of ``length``."""
     positions = window_positions(len(nll), length)
@@ -182,9 +166,11 @@ def by_position(nll, length):
 def run(name, seed, cache=None):
     """Train setting ``name`` from ``seed`` and score it: its record, with the summed test
     loss of each held-out paragraph at every evaluation length. A run in ``cache`` is read."""
-    stored = cache and cache / f"{name.replace(' ', '_')}-{seed}.json"
-    if stored and stored.exists():
-        return json.loads(stored.read_text())
+    return cached(cache, f"{name.replace(' ', '_')}-{seed}", lambda: scored_run(name, seed))
+
+
+def scored_run(name, seed):
+    """Setting ``name`` trained from ``seed`` and scored: its record (see :func:`run`)."""
     options, scale = next((o, s) for n, o, s in SETTINGS if n == name)
     train_ids, test_ids, vocab = load_corpus_lm(MIN_FREQ)
     fit, validation = split_validation(train_ids, vocab["<eos>"])
@@ -204,8 +190,6 @@ def run(name, seed, cache=None):
         if length == TRAIN["window"]:
             record["by_position"] = by_position(nll, length)
     record["seconds"] = round(time.perf_counter() - start, 1)
-    if stored:
-        stored.write_text(json.dumps(record))
     return record
 
 
@@ -285,7 +269,7 @@ def summarise(records, test_ids, train_ids, vocab):
 def main(seeds, out, processes, cache=None):
     os.environ["OMP_NUM_THREADS"] = "1"  # each spawned run on one core
     records = []
-    with ProcessPoolExecutor(processes, mp_context=get_context("spawn")) as pool:
+    with spawn_pool(processes) as pool:
         jobs = [pool.submit(run, name, seeds[0], cache) for name, _, _ in SETTINGS]
         jobs += [pool.submit(run, name, seed, cache) for seed in seeds[1:]
                  for name in REPLICATED]
@@ -316,14 +300,6 @@ def write(records, seeds, out):
 
 
 if __name__ == "__main__":
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1],
-                        help="the first for every setting, the others for REPLICATED")
-    parser.add_argument("--out", type=Path, default=OUT)
-    parser.add_argument("--processes", type=int, default=1,
-                        help="runs trained at once (each uses one core)")
-    parser.add_argument("--cache", type=Path, help="a folder that keeps every finished run")
-    args = parser.parse_args()
-    if args.cache:
-        args.cache.mkdir(parents=True, exist_ok=True)
+    args = command_line(__doc__, OUT,
+                        seeds_help="the first for every setting, the others for REPLICATED")
     main(args.seeds, args.out, args.processes, args.cache)

@@ -16,21 +16,22 @@ made by the default command; each GPT run costs about what the chapter's trainin
 
     PYTHONPATH=. python tools/gpt_ladder.py --processes 2
 """
-import argparse
 import json
 import math
+import sys
 import time
-from concurrent.futures import ProcessPoolExecutor
-from multiprocessing import get_context
 from pathlib import Path
 
 import d2lattn  # noqa: F401  (before mxnet: the numpy shim)
 import numpy as onp
-from mxnet import cpu, npx
+from mxnet import cpu
 
 from d2lattn import set_seed
-from d2lattn.data.lm import consecutive_windows, load_corpus_lm, ngram_probs, random_windows
+from d2lattn.data.lm import load_corpus_lm, ngram_probs, random_windows
 from d2lattn.gpt import GPT, train_lm
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from stored_runs import cached, command_line, interval, spawn_pool, window_nll  # noqa: E402
 
 OUT = Path(__file__).resolve().parents[1] / "d2lattn" / "data" / "gpt_ladder.json"
 MODEL = {"num_hiddens": 128, "num_heads": 4, "dropout": 0.1, "max_len": 128}
@@ -50,18 +51,6 @@ def train_rung(options, seed, train_ids, vocab_size, steps=TRAIN["steps"]):
     net = GPT(vocab_size, **MODEL, **options)
     batches = random_windows(train_ids, TRAIN["batch_size"], TRAIN["window"], seed=seed)
     return net, train_lm(net, batches, steps, TRAIN["lr"], cpu())
-
-
-def token_nll(net, test_ids, pad):
-    """The loss of every held-out token but the first, in order (float64 NumPy)."""
-    windows, lens = consecutive_windows(test_ids, TRAIN["window"], pad)
-    nll = []
-    for i in range(0, windows.shape[0], 16):
-        rows = windows[i:i + 16]
-        log_p = npx.log_softmax(net(rows[:, :-1]), axis=-1)
-        nll.append(-npx.pick(log_p, rows[:, 1:], axis=-1).asnumpy())
-    nll = onp.concatenate(nll).astype("float64")
-    return onp.concatenate([row[:n - 1] for row, n in zip(nll, lens.asnumpy())])
 
 
 def bootstrap(sums, counts, seed=0, replicates=2000):
@@ -84,30 +73,26 @@ def bootstrap(sums, counts, seed=0, replicates=2000):
     return out
 
 
-def interval(values):
-    """The 95% percentile interval of ``values`` as [low, high], rounded."""
-    return [round(float(v), 4) for v in onp.percentile(values, [2.5, 97.5])]
-
-
 def run(options, seed, cache=None):
     """Train one rung from one seed and score it: its record and its held-out token losses.
     With a ``cache`` folder, a run already there is read instead of trained again."""
-    stored = cache and cache / f"{json.dumps(options, sort_keys=True)}-{seed}.json"
-    if stored and stored.exists():
-        record = json.loads(stored.read_text())
-        return record, onp.array(record.pop("nll"))
+    record = cached(cache, f"{json.dumps(options, sort_keys=True)}-{seed}",
+                    lambda: scored_run(options, seed))
+    return record, onp.array(record.pop("nll"))
+
+
+def scored_run(options, seed):
+    """One rung trained from one seed and scored: its record, with the loss of every
+    held-out token but the first in "nll"."""
     train_ids, test_ids, vocab = load_corpus_lm(min_freq=3)
     start = time.perf_counter()
     net, losses = train_rung(options, seed, train_ids, len(vocab))
-    nll = token_nll(net, test_ids, vocab["<pad>"])
-    record = {"seed": seed, "perplexity": round(math.exp(nll.mean()), 4),
-              "parameters": sum(p.data().size for p in net.collect_params().values()),
-              "first_losses": [round(x, 6) for x in losses[:FIRST_LOSSES]],
-              "last_train_loss": round(float(onp.mean(losses[-20:])), 4),
-              "seconds": round(time.perf_counter() - start, 1)}
-    if stored:
-        stored.write_text(json.dumps({**record, "nll": nll.tolist()}))
-    return record, nll
+    nll = window_nll(net, test_ids, TRAIN["window"], vocab["<pad>"])
+    return {"seed": seed, "perplexity": round(math.exp(nll.mean()), 4),
+            "parameters": sum(p.data().size for p in net.collect_params().values()),
+            "first_losses": [round(x, 6) for x in losses[:FIRST_LOSSES]],
+            "last_train_loss": round(float(onp.mean(losses[-20:])), 4),
+            "seconds": round(time.perf_counter() - start, 1), "nll": nll.tolist()}
 
 
 def main(seeds, out, processes, cache=None):
@@ -117,9 +102,9 @@ def main(seeds, out, processes, cache=None):
     counts = onp.bincount(paragraph).astype("float64")
     bigram = ngram_probs(train_ids, len(vocab), 2)
     bigram_sums = onp.bincount(paragraph, -onp.log(bigram[test[:-1], test[1:]]))
-    # Each run in a fresh process (spawned: MXNet's threads do not survive a fork); a seed
-    # of every rung before the next seed, the longest runs first
-    with ProcessPoolExecutor(processes, mp_context=get_context("spawn")) as pool:
+    # Each run in a fresh process; a seed of every rung before the next seed, the longest
+    # runs first
+    with spawn_pool(processes) as pool:
         jobs = {(name, seed): pool.submit(run, options, seed, cache)
                 for seed in seeds for name, options in reversed(RUNGS) if options}
         rungs, sums = [], []
@@ -157,13 +142,5 @@ def main(seeds, out, processes, cache=None):
 
 
 if __name__ == "__main__":
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1])
-    parser.add_argument("--out", type=Path, default=OUT)
-    parser.add_argument("--processes", type=int, default=1,
-                        help="runs trained at once (each uses one core)")
-    parser.add_argument("--cache", type=Path, help="a folder that keeps every finished run")
-    args = parser.parse_args()
-    if args.cache:
-        args.cache.mkdir(parents=True, exist_ok=True)
+    args = command_line(__doc__, OUT)
     main(args.seeds, args.out, args.processes, args.cache)
